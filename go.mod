@@ -1,0 +1,3 @@
+module github.com/consumergroup-operator/consumergroup-operator
+
+go 1.26

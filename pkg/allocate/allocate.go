@@ -1,0 +1,123 @@
+// Package allocate decides which member of a consumer group reads which message queue.
+//
+// A strategy sees the whole group at once: every queue and every member. It returns the plan for every
+// member in one pass, where RocketMQ's client-side strategies make each client compute its own share.
+// The package imports nothing from Kubernetes, so every decision can be table-tested as data in, data out.
+package allocate
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Queue identifies one message queue, as RocketMQ's MessageQueue does: topic, broker name and queue id.
+type Queue struct {
+	Topic  string
+	Broker string
+	ID     int32
+}
+
+// String renders the queue as "<topic>/<broker>/<id>", the form the plan, the simulator and the docs use.
+func (q Queue) String() string {
+	return q.Topic + "/" + q.Broker + "/" + strconv.FormatInt(int64(q.ID), 10)
+}
+
+// Member is one consumer of the group.
+type Member struct {
+	// ID identifies the member: a pod name, or a RocketMQ client id such as "10.0.3.17@consumer-17".
+	ID string
+	// Zone is the member's machine room (the node's topology zone); "" when unknown.
+	Zone string
+	// Weight is the member's relative capacity for weight-aware strategies; values below 1 count as 1.
+	Weight int32
+}
+
+// Plan maps each member id to its queues, in the order the member should consume them. Every member of
+// the input has an entry, possibly empty.
+type Plan map[string][]Queue
+
+// Input is everything a strategy decides from. Queues and members may come in any order; a strategy sorts
+// them as RocketMQ does before allocating, so the plan does not depend on input order.
+type Input struct {
+	Queues  []Queue
+	Members []Member
+	// BrokerZones maps a broker name to its zone (machine room). Zone-aware strategies read it.
+	BrokerZones map[string]string
+	// Previous is the plan currently in force, for strategies that keep queues where they are.
+	// Strategies that do not read it ignore it.
+	Previous Plan
+}
+
+// Strategy computes a plan for a whole group.
+type Strategy interface {
+	// Allocate returns the plan for every member of in. An empty queue list or an empty member list is a
+	// normal state: every member gets nothing and the error is nil.
+	Allocate(in Input) (Plan, error)
+}
+
+// Name is a strategy's name as the ConsumerGroup API spells it.
+type Name string
+
+// The strategies this package offers.
+const (
+	Averagely         Name = "Averagely"
+	AveragelyByCircle Name = "AveragelyByCircle"
+	ConsistentHash    Name = "ConsistentHash"
+	MachineRoomNearby Name = "MachineRoomNearby"
+	ByMachineRoom     Name = "ByMachineRoom"
+	ByConfig          Name = "ByConfig"
+	Sticky            Name = "Sticky"
+)
+
+// Params carries the parameters of every strategy; each strategy reads only its own fields and ignores
+// the others. The zero value selects every default.
+type Params struct {
+	// VirtualNodes is ConsistentHash's number of ring points per member; nil means 10. Negative is invalid.
+	VirtualNodes *int32
+	// Hash is ConsistentHash's hash function; nil means RocketMQ's (MD5, first 4 bytes big-endian).
+	Hash HashFunc
+
+	// Inner names the strategy MachineRoomNearby applies inside each room, and InnerParams its parameters.
+	Inner       Name
+	InnerParams *Params
+
+	// MachineRooms is ByMachineRoom's set of data-centre names (RocketMQ's consumeridcs).
+	MachineRooms []string
+
+	// Assignments is ByConfig's explicit list of queues per member id.
+	Assignments map[string][]Queue
+
+	// MaxSkew lets Sticky keep a queue in its broker's zone at the cost of balance: a member may hold up
+	// to MaxSkew queues more than its fair share. 0 means strict balance.
+	MaxSkew int32
+}
+
+// HashFunc maps a key to a point on ConsistentHash's ring.
+type HashFunc func(key string) uint32
+
+// Constructor builds a strategy from its parameters, validating them.
+type Constructor func(Params) (Strategy, error)
+
+// ErrUnknownStrategy is returned by New for a name the registry does not hold.
+var ErrUnknownStrategy = errors.New("unknown strategy")
+
+// New returns the named strategy built from p, or an error that names the offending parameter.
+func New(name Name, p Params) (Strategy, error) {
+	c, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownStrategy, name, Names())
+	}
+	return c(p)
+}
+
+// Names lists the registered strategy names, sorted.
+func Names() []Name {
+	names := make([]Name, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}
