@@ -1,0 +1,193 @@
+package allocate
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// DefaultVirtualNodes is ConsistentHash's number of ring points per member when Params.VirtualNodes is nil,
+// as in RocketMQ.
+const DefaultVirtualNodes = 10
+
+// consistentHash is RocketMQ's AllocateMessageQueueConsistentHash, computed once for the whole group.
+//
+// Every member (in sorted order) puts v points on a 32-bit ring, at the hashes of "<id>-0" ... "<id>-(v-1)";
+// when two points share a hash the one inserted later (the later member) owns it. A queue goes to the owner
+// of the first point at or after the hash of its RocketMQ string form, wrapping to the smallest point.
+// RocketMQ rebuilds the ring in every client at O(n²·v); one ring gives the same answer in
+// O((n·v + m)·MD5 + n·v·log(n·v)).
+type consistentHash struct {
+	virtualNodes int
+	hash         HashFunc
+}
+
+func newConsistentHash(p Params) (Strategy, error) {
+	v, err := virtualNodes(p)
+	if err != nil {
+		return nil, err
+	}
+	return consistentHash{virtualNodes: v, hash: p.Hash}, nil
+}
+
+func virtualNodes(p Params) (int, error) {
+	if p.VirtualNodes == nil {
+		return DefaultVirtualNodes, nil
+	}
+	if v := *p.VirtualNodes; v < 0 {
+		return 0, fmt.Errorf("virtualNodes: must be >= 0, got %d", v)
+	}
+	return int(*p.VirtualNodes), nil
+}
+
+// RocketMQHash is ConsistentHash's default hash: the first 4 bytes of the MD5 digest of the key's UTF-8
+// bytes, big-endian, as RocketMQ's ConsistentHashRouter.MD5Hash computes it.
+func RocketMQHash(key string) uint32 {
+	d := md5.Sum([]byte(key))
+	return binary.BigEndian.Uint32(d[:4])
+}
+
+// parallelQueueHashing is the queue count from which the queues' hashes are computed on two goroutines:
+// below it the goroutine costs more than it saves.
+const parallelQueueHashing = 4096
+
+func (s consistentHash) Allocate(in Input) (Plan, error) {
+	queues, members := sortedQueues(in.Queues), sortedMembers(in.Members)
+	if len(queues) == 0 || len(members) == 0 || s.virtualNodes == 0 {
+		return emptyPlan(members), nil
+	}
+
+	// Phase 1: hash queues and ring points. MD5 dominates, so with the default hash a second goroutine
+	// takes a share of the queues, sized so both do about the same number of MD5 blocks (a queue key is
+	// two blocks long, a ring key one).
+	queueHashes := make([]uint32, len(queues))
+	ring := make([]uint64, 0, len(members)*s.virtualNodes)
+	var wg sync.WaitGroup
+	split := 0
+	if s.hash == nil && len(queues) >= parallelQueueHashing {
+		split = min(len(queues), (2*len(queues)+cap(ring))/4)
+		wg.Go(func() { hashQueues(queueHashes[:split], queues[:split], nil) })
+	}
+	var buf []byte
+	for i, m := range members {
+		ring, buf = appendRingPoints(ring, buf, m.ID, int32(i), s.virtualNodes, s.hash)
+	}
+	hashQueues(queueHashes[split:], queues[split:], s.hash)
+	wg.Wait()
+
+	// Phase 2: order the ring, then route every queue.
+	slices.Sort(ring)
+	return routeQueues(queues, queueHashes, members, ring), nil
+}
+
+// hashQueues writes the ring position of each queue into dst. With the default hash, the key is built in one
+// reused buffer whose "MessageQueue [topic=T, brokerName=B, queueId=" prefix is rebuilt only when the topic
+// or broker changes, so hashing allocates nothing.
+func hashQueues(dst []uint32, queues []Queue, hash HashFunc) {
+	buf := make([]byte, 0, 128)
+	prefix := 0
+	var topic, broker string
+	for i, q := range queues {
+		if i == 0 || q.Topic != topic || q.Broker != broker {
+			topic, broker = q.Topic, q.Broker
+			buf = append(buf[:0], "MessageQueue [topic="...)
+			buf = append(buf, topic...)
+			buf = append(buf, ", brokerName="...)
+			buf = append(buf, broker...)
+			buf = append(buf, ", queueId="...)
+			prefix = len(buf)
+		}
+		buf = strconv.AppendInt(buf[:prefix], int64(q.ID), 10)
+		buf = append(buf, ']')
+		dst[i] = hashBytes(buf, hash)
+	}
+}
+
+// appendRingPoints appends member's points, "<id>-0" ... "<id>-(v-1)", to ring and returns it with the
+// (reused) key buffer. A point is packed as hash<<32 | member index, so sorting the ring as plain integers
+// orders it by hash and, among equal hashes, by insertion order of members: the last of a run of equal hashes
+// is the point RocketMQ keeps.
+func appendRingPoints(ring []uint64, buf []byte, id string, member int32, v int, hash HashFunc) ([]uint64, []byte) {
+	buf = append(append(buf[:0], id...), '-')
+	prefix := len(buf)
+	for k := range v {
+		buf = strconv.AppendInt(buf[:prefix], int64(k), 10)
+		ring = append(ring, uint64(hashBytes(buf, hash))<<32|uint64(uint32(member)))
+	}
+	return ring, buf
+}
+
+func hashBytes(key []byte, hash HashFunc) uint32 {
+	if hash != nil {
+		return hash(string(key))
+	}
+	d := md5.Sum(key)
+	return binary.BigEndian.Uint32(d[:4])
+}
+
+// routeQueues gives each queue to the owner of the first ring point at or after its hash (wrapping), and
+// builds the plan. ring must be sorted and non-empty.
+//
+// A lookup table indexed by the top bits of a hash points at the first ring point of that bucket; with about
+// one bucket per point, a lookup scans one or two points instead of a binary search's cache misses.
+func routeQueues(queues []Queue, queueHashes []uint32, members []Member, ring []uint64) Plan {
+	bucketBits := min(max(bits.Len(uint(len(ring))), 1), 24)
+	shift := 32 - bucketBits
+	firstInBucket := make([]int32, 1<<bucketBits+1)
+	p := 0
+	for b := range firstInBucket {
+		for p < len(ring) && int(ring[p]>>(32+shift)) < b {
+			p++
+		}
+		firstInBucket[b] = int32(p)
+	}
+
+	owners := make([]int32, len(queues))
+	counts := make([]int32, len(members))
+	for i, h := range queueHashes {
+		b := h >> shift
+		j, end := int(firstInBucket[b]), int(firstInBucket[b+1])
+		for j < end && uint32(ring[j]>>32) < h {
+			j++
+		}
+		if j == len(ring) {
+			j = 0
+		}
+		// Of several points with this hash, RocketMQ's TreeMap kept the one put last.
+		for j+1 < len(ring) && ring[j+1]>>32 == ring[j]>>32 {
+			j++
+		}
+		owners[i] = int32(uint32(ring[j]))
+		counts[owners[i]]++
+	}
+	return planFromOwners(queues, owners, members, counts)
+}
+
+// planFromOwners lays the queues out member by member in queue order, in one backing array.
+func planFromOwners(queues []Queue, owners []int32, members []Member, counts []int32) Plan {
+	offsets := make([]int32, len(members))
+	total := int32(0)
+	for i, c := range counts {
+		offsets[i] = total
+		total += c
+	}
+	backing := make([]Queue, total)
+	next := slices.Clone(offsets)
+	for i, o := range owners {
+		if o < 0 {
+			continue
+		}
+		backing[next[o]] = queues[i]
+		next[o]++
+	}
+	plan := make(Plan, len(members))
+	for i, m := range members {
+		lo, hi := offsets[i], offsets[i]+counts[i]
+		plan[m.ID] = backing[lo:hi:hi]
+	}
+	return plan
+}
