@@ -9,6 +9,7 @@ var registry = map[Name]Constructor{
 	MachineRoomNearby: newMachineRoomNearby,
 	ByMachineRoom:     newByMachineRoom,
 	ByConfig:          newByConfig,
+	Sticky:            newSticky,
 }
 
 // MachineRoomNearby builds its inner strategy from the registry, which a function listed in the registry

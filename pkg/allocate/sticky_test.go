@@ -1,0 +1,632 @@
+package allocate
+
+import (
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// stickyWorld is a random group that the property tests mutate step by step.
+type stickyWorld struct {
+	rng     *rand.Rand
+	brokers map[string]int // "topic/broker" -> queue count
+	zones   map[string]string
+	members map[string]Member
+	nextID  int
+}
+
+var stickyZones = []string{"zone-a", "zone-b", "zone-c"}
+
+func newStickyWorld(seed uint64) *stickyWorld {
+	w := &stickyWorld{
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		brokers: map[string]int{},
+		zones:   map[string]string{},
+		members: map[string]Member{},
+	}
+	for range 1 + w.rng.IntN(4) {
+		w.addBroker()
+	}
+	for range 1 + w.rng.IntN(8) {
+		w.join()
+	}
+	return w
+}
+
+func (w *stickyWorld) addBroker() {
+	topic := fmt.Sprintf("t%d", w.rng.IntN(3))
+	broker := fmt.Sprintf("b%d", w.rng.IntN(6))
+	w.brokers[topic+"/"+broker] = 1 + w.rng.IntN(24)
+	// A broker sometimes has no known zone, so unknown zones are exercised.
+	if w.rng.IntN(8) == 0 {
+		w.zones[broker] = ""
+	} else if _, ok := w.zones[broker]; !ok {
+		w.zones[broker] = stickyZones[w.rng.IntN(len(stickyZones))]
+	}
+}
+
+func (w *stickyWorld) join() {
+	w.nextID++
+	m := Member{ID: fmt.Sprintf("pod-%d", w.nextID), Weight: 1}
+	if w.rng.IntN(6) > 0 {
+		m.Zone = stickyZones[w.rng.IntN(len(stickyZones))]
+	}
+	if w.rng.IntN(3) == 0 {
+		m.Weight = int32(w.rng.IntN(5)) // 0 counts as 1
+	}
+	w.members[m.ID] = m
+}
+
+// step applies one random change: a join, a leave, a weight change, a broker growing or shrinking, a
+// broker appearing or disappearing, or nothing (a plain replan).
+func (w *stickyWorld) step() {
+	keys := func(m map[string]int) []string {
+		ks := make([]string, 0, len(m))
+		for k := range m {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	ids := make([]string, 0, len(w.members))
+	for id := range w.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	switch w.rng.IntN(9) {
+	case 0, 1:
+		if len(w.members) < 30 {
+			w.join()
+		}
+	case 2, 3:
+		if len(ids) > 0 {
+			delete(w.members, ids[w.rng.IntN(len(ids))])
+		}
+	case 4:
+		if len(ids) > 0 {
+			m := w.members[ids[w.rng.IntN(len(ids))]]
+			m.Weight = int32(1 + w.rng.IntN(6))
+			w.members[m.ID] = m
+		}
+	case 5:
+		if bs := keys(w.brokers); len(bs) > 0 {
+			b := bs[w.rng.IntN(len(bs))]
+			w.brokers[b] = max(1, w.brokers[b]+w.rng.IntN(17)-8)
+		}
+	case 6:
+		w.addBroker()
+	case 7:
+		if bs := keys(w.brokers); len(bs) > 1 {
+			delete(w.brokers, bs[w.rng.IntN(len(bs))])
+		}
+	case 8:
+	}
+	if len(w.members) == 0 {
+		w.join()
+	}
+}
+
+func (w *stickyWorld) input(prev Plan) Input {
+	in := Input{BrokerZones: map[string]string{}, Previous: prev}
+	for tb, n := range w.brokers {
+		topic, broker, _ := strings.Cut(tb, "/")
+		in.BrokerZones[broker] = w.zones[broker]
+		for id := range n {
+			in.Queues = append(in.Queues, Queue{Topic: topic, Broker: broker, ID: int32(id)})
+		}
+	}
+	for _, m := range w.members {
+		in.Members = append(in.Members, m)
+	}
+	return in
+}
+
+// stickyShares returns each member's floor(Q*w/W) and whether its share Q*w/W is fractional, computed
+// with exact rationals, independently of the strategy's integer arithmetic.
+func stickyShares(q int, members []Member) (floor []int, fractional []bool) {
+	total := new(big.Int)
+	for _, m := range members {
+		total.Add(total, big.NewInt(int64(max(m.Weight, 1))))
+	}
+	for _, m := range members {
+		share := new(big.Rat).SetFrac(big.NewInt(int64(q)*int64(max(m.Weight, 1))), total)
+		f := new(big.Int).Quo(share.Num(), share.Denom())
+		floor = append(floor, int(f.Int64()))
+		fractional = append(fractional, !share.IsInt())
+	}
+	return floor, fractional
+}
+
+// stickyPrevCounts returns, per member of in, how many of the current queues it held in in.Previous.
+func stickyPrevCounts(in Input) []int {
+	exists := map[Queue]bool{}
+	for _, q := range in.Queues {
+		exists[q] = true
+	}
+	counts := make([]int, len(in.Members))
+	for i, m := range in.Members {
+		for _, q := range in.Previous[m.ID] {
+			if exists[q] {
+				counts[i]++
+			}
+		}
+	}
+	return counts
+}
+
+// stickyLowerBound is the fewest queues any balanced plan must take from members that stay. For a
+// final count c_i, member i loses at least max(0, prev_i - c_i) queues, and a plan losing exactly that
+// exists, so the bound is the minimum over the balanced count vectors. Counts are floor_i or, for the R
+// members with a fractional share, floor_i+1; raising a member from floor_i saves one move exactly when
+// prev_i > floor_i, so the minimum raises as many of those as R allows.
+func stickyLowerBound(in Input) int {
+	floor, fractional := stickyShares(len(in.Queues), in.Members)
+	prev := stickyPrevCounts(in)
+	r := len(in.Queues)
+	for _, f := range floor {
+		r -= f
+	}
+	bound, savable := 0, 0
+	for i := range in.Members {
+		bound += max(0, prev[i]-floor[i])
+		if fractional[i] && prev[i] > floor[i] {
+			savable++
+		}
+	}
+	return bound - min(r, savable)
+}
+
+// stickyBruteLowerBound computes the same bound by trying every way of choosing which fractional
+// members get the extra queue. Small inputs only.
+func stickyBruteLowerBound(in Input) int {
+	floor, fractional := stickyShares(len(in.Queues), in.Members)
+	prev := stickyPrevCounts(in)
+	var cands []int
+	r := len(in.Queues)
+	for i, f := range floor {
+		r -= f
+		if fractional[i] {
+			cands = append(cands, i)
+		}
+	}
+	best := -1
+	for mask := 0; mask < 1<<len(cands); mask++ {
+		if popcount(mask) != r {
+			continue
+		}
+		moves := 0
+		for i := range in.Members {
+			c := floor[i]
+			if j := slices.Index(cands, i); j >= 0 && mask&(1<<j) != 0 {
+				c++
+			}
+			moves += max(0, prev[i]-c)
+		}
+		if best < 0 || moves < best {
+			best = moves
+		}
+	}
+	return best
+}
+
+func popcount(x int) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+// stickyMoved counts queues whose previous owner is still a member and whose owner changed.
+func stickyMoved(in Input, plan Plan) int {
+	owner := map[Queue]string{}
+	for id, qs := range plan {
+		for _, q := range qs {
+			owner[q] = id
+		}
+	}
+	moved := 0
+	for _, m := range in.Members {
+		for _, q := range in.Previous[m.ID] {
+			if o, ok := owner[q]; ok && o != m.ID {
+				moved++
+			}
+		}
+	}
+	return moved
+}
+
+// stickyCheckOwnership fails unless every queue of in has exactly one owner, every owner is a member,
+// and every member has an entry.
+func stickyCheckOwnership(t *testing.T, in Input, plan Plan) {
+	t.Helper()
+	seen := map[Queue]int{}
+	for id, qs := range plan {
+		if !slices.ContainsFunc(in.Members, func(m Member) bool { return m.ID == id }) {
+			t.Fatalf("plan has non-member %q", id)
+		}
+		for _, q := range qs {
+			seen[q]++
+		}
+	}
+	for _, m := range in.Members {
+		if _, ok := plan[m.ID]; !ok {
+			t.Fatalf("member %q has no entry", m.ID)
+		}
+	}
+	if len(seen) != len(in.Queues) {
+		t.Fatalf("plan holds %d distinct queues, want %d", len(seen), len(in.Queues))
+	}
+	for _, q := range in.Queues {
+		if seen[q] != 1 {
+			t.Fatalf("queue %v owned %d times", q, seen[q])
+		}
+	}
+}
+
+// stickyCheckBalance fails unless every member holds floor or ceil of its share, give or take skew.
+func stickyCheckBalance(t *testing.T, in Input, plan Plan, skew int) {
+	t.Helper()
+	floor, fractional := stickyShares(len(in.Queues), in.Members)
+	for i, m := range in.Members {
+		ceil := floor[i]
+		if fractional[i] {
+			ceil++
+		}
+		if n := len(plan[m.ID]); n < floor[i]-skew || n > ceil+skew {
+			t.Fatalf("member %s (weight %d) holds %d queues, share is [%d,%d], skew %d", m.ID, m.Weight, n, floor[i], ceil, skew)
+		}
+	}
+}
+
+// stickyCheckLocality fails when exchanging two newly placed queues would put both in their broker's
+// zone, or when a member gave up an in-zone queue while keeping a cross-zone one.
+func stickyCheckLocality(t *testing.T, in Input, plan Plan) {
+	t.Helper()
+	zoneOf := map[string]string{}
+	for _, m := range in.Members {
+		zoneOf[m.ID] = m.Zone
+	}
+	prevOwner := map[Queue]string{}
+	for _, m := range in.Members {
+		for _, q := range in.Previous[m.ID] {
+			prevOwner[q] = m.ID
+		}
+	}
+	inZone := func(q Queue, id string) bool {
+		z := in.BrokerZones[q.Broker]
+		return z != "" && z == zoneOf[id]
+	}
+	// crossTo[z] holds zones whose members received a newly placed queue of zone z cross-zone.
+	crossTo := map[string]map[string]bool{}
+	keptCross := map[string]bool{}
+	for id, qs := range plan {
+		for _, q := range qs {
+			p, had := prevOwner[q]
+			if had && p == id {
+				if !inZone(q, id) {
+					keptCross[id] = true
+				}
+				continue
+			}
+			if z := in.BrokerZones[q.Broker]; z != "" && !inZone(q, id) && zoneOf[id] != "" {
+				if crossTo[z] == nil {
+					crossTo[z] = map[string]bool{}
+				}
+				crossTo[z][zoneOf[id]] = true
+			}
+		}
+	}
+	for za, to := range crossTo {
+		for zb := range to {
+			if crossTo[zb][za] {
+				t.Fatalf("queues of %s went to %s and queues of %s went to %s: a swap keeps both in zone", za, zb, zb, za)
+			}
+		}
+	}
+	owner := map[Queue]string{}
+	for id, qs := range plan {
+		for _, q := range qs {
+			owner[q] = id
+		}
+	}
+	for q, p := range prevOwner {
+		if o, ok := owner[q]; ok && o != p && inZone(q, p) && keptCross[p] {
+			t.Fatalf("member %s gave up in-zone %v but kept a cross-zone queue", p, q)
+		}
+	}
+}
+
+// stickyShuffled returns in with queues, members and every previous list in a random order.
+func stickyShuffled(rng *rand.Rand, in Input) Input {
+	out := in
+	out.Queues = slices.Clone(in.Queues)
+	out.Members = slices.Clone(in.Members)
+	rng.Shuffle(len(out.Queues), func(i, j int) { out.Queues[i], out.Queues[j] = out.Queues[j], out.Queues[i] })
+	rng.Shuffle(len(out.Members), func(i, j int) { out.Members[i], out.Members[j] = out.Members[j], out.Members[i] })
+	out.Previous = Plan{}
+	for id, qs := range in.Previous {
+		qs = slices.Clone(qs)
+		rng.Shuffle(len(qs), func(i, j int) { qs[i], qs[j] = qs[j], qs[i] })
+		out.Previous[id] = qs
+	}
+	return out
+}
+
+func mustSticky(t testing.TB, skew int32) Strategy {
+	t.Helper()
+	s, err := New(Sticky, Params{MaxSkew: skew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestStickyProperties replays random sequences of joins, leaves, weight changes and queue changes,
+// feeding each plan back as the previous one, and checks rules 1-5 at every step.
+func TestStickyProperties(t *testing.T) {
+	s := mustSticky(t, 0)
+	steps := 0
+	for seed := range uint64(100) {
+		w := newStickyWorld(seed)
+		var prev Plan
+		for range 100 {
+			w.step()
+			in := w.input(prev)
+			plan, err := s.Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stickyCheckOwnership(t, in, plan)
+			stickyCheckBalance(t, in, plan, 0)
+			if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
+				t.Fatalf("seed %d: moved %d queues, lower bound %d", seed, got, want)
+			}
+			stickyCheckLocality(t, in, plan)
+			again, err := s.Allocate(stickyShuffled(w.rng, in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(plan, again) {
+				t.Fatalf("seed %d: plan depends on input order", seed)
+			}
+			prev = plan
+			steps++
+		}
+	}
+	t.Logf("%d steps checked", steps)
+}
+
+// TestStickyLowerBoundFormula checks the test's own closed-form bound against brute force, so the bound
+// the property test trusts is itself tested.
+func TestStickyLowerBoundFormula(t *testing.T) {
+	s := mustSticky(t, 0)
+	for seed := range uint64(200) {
+		w := newStickyWorld(1000 + seed)
+		var prev Plan
+		for range 5 {
+			w.step()
+			in := w.input(prev)
+			if len(in.Members) <= 14 {
+				if got, want := stickyLowerBound(in), stickyBruteLowerBound(in); got != want {
+					t.Fatalf("seed %d: closed form %d, brute force %d", seed, got, want)
+				}
+			}
+			plan, err := s.Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev = plan
+		}
+	}
+}
+
+// TestStickySkew checks that MaxSkew keeps every member within the skew of its share and never costs
+// locality compared with the strict plan.
+func TestStickySkew(t *testing.T) {
+	for _, skew := range []int32{1, 3} {
+		s := mustSticky(t, skew)
+		strict := mustSticky(t, 0)
+		for seed := range uint64(20) {
+			w := newStickyWorld(500 + seed)
+			var prev Plan
+			for range 60 {
+				w.step()
+				in := w.input(prev)
+				plan, err := s.Allocate(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stickyCheckOwnership(t, in, plan)
+				stickyCheckBalance(t, in, plan, int(skew))
+				again, _ := s.Allocate(stickyShuffled(w.rng, in))
+				if !reflect.DeepEqual(plan, again) {
+					t.Fatalf("skew %d seed %d: plan depends on input order", skew, seed)
+				}
+				strictPlan, _ := strict.Allocate(in)
+				if a, b := stickyCrossZone(in, plan), stickyCrossZone(in, strictPlan); a > b {
+					t.Fatalf("skew %d seed %d: %d cross-zone queues, strict plan has %d", skew, seed, a, b)
+				}
+				prev = plan
+			}
+		}
+	}
+}
+
+func stickyCrossZone(in Input, plan Plan) int {
+	zoneOf := map[string]string{}
+	for _, m := range in.Members {
+		zoneOf[m.ID] = m.Zone
+	}
+	n := 0
+	for id, qs := range plan {
+		for _, q := range qs {
+			if z := in.BrokerZones[q.Broker]; z == "" || z != zoneOf[id] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestStickyCases(t *testing.T) {
+	q := func(broker string, n int) []Queue {
+		var qs []Queue
+		for i := range n {
+			qs = append(qs, Queue{Topic: "orders", Broker: broker, ID: int32(i)})
+		}
+		return qs
+	}
+	zones := map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"}
+	cases := []struct {
+		name    string
+		in      Input
+		want    map[string]int // queue count per member
+		moved   int
+		cross   int
+		wantErr bool
+	}{
+		{
+			name: "no members",
+			in:   Input{Queues: q("broker-a", 4)},
+			want: map[string]int{},
+		},
+		{
+			name: "no queues",
+			in:   Input{Members: []Member{{ID: "a"}, {ID: "b"}}},
+			want: map[string]int{"a": 0, "b": 0},
+		},
+		{
+			name: "more members than queues",
+			in:   Input{Queues: q("broker-a", 2), Members: []Member{{ID: "a"}, {ID: "b"}, {ID: "c"}}},
+			want: map[string]int{"a": 1, "b": 1, "c": 0},
+		},
+		{
+			name: "weights split 3:1",
+			in:   Input{Queues: q("broker-a", 8), Members: []Member{{ID: "a", Weight: 3}, {ID: "b", Weight: 1}}},
+			want: map[string]int{"a": 6, "b": 2},
+		},
+		{
+			name: "zones keep queues local",
+			in: Input{
+				Queues:      append(q("broker-a", 4), q("broker-b", 4)...),
+				Members:     []Member{{ID: "a", Zone: "zone-a"}, {ID: "b", Zone: "zone-b"}},
+				BrokerZones: zones,
+			},
+			want:  map[string]int{"a": 4, "b": 4},
+			cross: 0,
+		},
+		{
+			name: "the member that held more keeps the extra queue",
+			in: Input{
+				Queues:   q("broker-a", 5),
+				Members:  []Member{{ID: "a"}, {ID: "b"}},
+				Previous: Plan{"b": q("broker-a", 5)},
+			},
+			want:  map[string]int{"a": 2, "b": 3},
+			moved: 2,
+		},
+		{
+			name: "over-quota member gives up its cross-zone queues first",
+			in: Input{
+				Queues:      append(q("broker-a", 2), q("broker-b", 2)...),
+				Members:     []Member{{ID: "a", Zone: "zone-a"}, {ID: "b", Zone: "zone-b"}},
+				BrokerZones: zones,
+				Previous:    Plan{"a": append(q("broker-a", 2), q("broker-b", 2)...)},
+			},
+			want:  map[string]int{"a": 2, "b": 2},
+			moved: 2,
+			cross: 0,
+		},
+		{
+			name:    "duplicate member",
+			in:      Input{Queues: q("broker-a", 2), Members: []Member{{ID: "a"}, {ID: "a"}}},
+			wantErr: true,
+		},
+	}
+	s := mustSticky(t, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := s.Allocate(tc.in)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for id, qs := range plan {
+				got[id] = len(qs)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("counts %v, want %v", got, tc.want)
+			}
+			if m := stickyMoved(tc.in, plan); m != tc.moved {
+				t.Errorf("moved %d, want %d", m, tc.moved)
+			}
+			if tc.in.BrokerZones != nil {
+				if c := stickyCrossZone(tc.in, plan); c != tc.cross {
+					t.Errorf("cross-zone %d, want %d", c, tc.cross)
+				}
+			}
+		})
+	}
+}
+
+func TestStickySkewKeepsQueuesInZone(t *testing.T) {
+	var queues []Queue
+	for i := range 12 {
+		queues = append(queues, Queue{Topic: "orders", Broker: "broker-a", ID: int32(i)})
+	}
+	in := Input{
+		Queues:      queues,
+		Members:     []Member{{ID: "a", Zone: "zone-a"}, {ID: "b", Zone: "zone-b"}, {ID: "c", Zone: "zone-b"}},
+		BrokerZones: map[string]string{"broker-a": "zone-a"},
+	}
+	plan, err := mustSticky(t, 2).Allocate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Strict balance is 4/4/4; a skew of 2 lets zone-a's only member hold 6, leaving b and c 3 each.
+	if got := []int{len(plan["a"]), len(plan["b"]), len(plan["c"])}; !slices.Equal(got, []int{6, 3, 3}) {
+		t.Fatalf("counts %v, want [6 3 3]", got)
+	}
+	if _, err := New(Sticky, Params{MaxSkew: -1}); err == nil {
+		t.Fatal("negative MaxSkew accepted")
+	}
+}
+
+func FuzzSticky(f *testing.F) {
+	for _, seed := range []uint64{1, 2, 3, 42} {
+		f.Add(seed, int32(0))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, skew int32) {
+		skew = max(skew, 0) % 4
+		s := mustSticky(t, skew)
+		w := newStickyWorld(seed)
+		var prev Plan
+		for range 20 {
+			w.step()
+			in := w.input(prev)
+			plan, err := s.Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stickyCheckOwnership(t, in, plan)
+			stickyCheckBalance(t, in, plan, int(skew))
+			if skew == 0 {
+				if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
+					t.Fatalf("moved %d, lower bound %d", got, want)
+				}
+			}
+			prev = plan
+		}
+	})
+}
