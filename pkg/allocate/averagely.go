@@ -4,8 +4,10 @@ package allocate
 // shares, one per member in sorted order; the first m%n members get one queue more than the rest, and with
 // more members than queues the last members get nothing.
 //
-// Cost: O(m) to check (or O(m log m) to establish) the sort order, then O(n); the shares are capacity-capped
-// slices of one sorted copy of the queues, so appending to one cannot overwrite another.
+// Cost: O(m) to check (or O(m log m) to establish) the sort order, then O(n). The shares are capacity-capped
+// slices of the sorted queue list, so appending to one cannot overwrite another; when in.Queues was
+// already sorted they share its memory, which is why a caller must not modify in.Queues while it uses the
+// plan. Copying 64k queues would cost more than the whole allocation.
 type averagely struct{}
 
 func newAveragely(Params) (Strategy, error) { return averagely{}, nil }

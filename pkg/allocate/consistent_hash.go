@@ -56,43 +56,121 @@ func RocketMQHash(key string) uint32 {
 const parallelQueueHashing = 4096
 
 func (s consistentHash) Allocate(in Input) (Plan, error) {
+	return allocateConsistentHash(in, s.virtualNodes, s.hash, nil), nil
+}
+
+// hashMemo holds the ring positions one ConsistentHash computation found, for the next one to reuse.
+type hashMemo struct {
+	queues      []Queue  // sorted, as the last computation saw them
+	queueHashes []uint32 // queueHashes[i] is the hash of queues[i]
+	points      map[string][]uint32
+}
+
+// allocateConsistentHash computes the plan, hashing only what memo (nil for a cold computation) does not
+// already hold, and leaves in memo what this computation saw.
+func allocateConsistentHash(in Input, v int, hash HashFunc, memo *hashMemo) Plan {
 	queues, members := sortedQueues(in.Queues), sortedMembers(in.Members)
-	if len(queues) == 0 || len(members) == 0 || s.virtualNodes == 0 {
-		return emptyPlan(members), nil
+	if len(queues) == 0 || len(members) == 0 || v == 0 {
+		return emptyPlan(members)
 	}
 
-	// Phase 1: hash queues and ring points. MD5 dominates, so with the default hash a second goroutine
-	// takes a share of the queues, sized so both do about the same number of MD5 blocks (a queue key is
-	// two blocks long, a ring key one).
+	// Phase 1: find which queues and members still need hashing.
 	queueHashes := make([]uint32, len(queues))
-	ring := make([]uint64, 0, len(members)*s.virtualNodes)
+	var missing []int32
+	if memo != nil {
+		missing = reuseQueueHashes(queueHashes, queues, memo.queues, memo.queueHashes)
+	} else {
+		missing = make([]int32, len(queues))
+		for i := range missing {
+			missing[i] = int32(i)
+		}
+	}
+
+	// Phase 2: hash. MD5 dominates, so with the default hash a second goroutine takes a share of the
+	// queues, sized so both do about the same number of MD5 blocks (a queue key is two blocks long, a
+	// ring key one) while this one also hashes the ring points.
+	ring := make([]uint64, 0, len(members)*v)
 	var wg sync.WaitGroup
 	split := 0
-	if s.hash == nil && len(queues) >= parallelQueueHashing {
-		split = min(len(queues), (2*len(queues)+cap(ring))/4)
-		wg.Go(func() { hashQueues(queueHashes[:split], queues[:split], nil) })
+	if hash == nil && len(missing) >= parallelQueueHashing {
+		split = min(len(missing), (2*len(missing)+cap(ring))/4)
+		wg.Go(func() { hashQueues(queueHashes, queues, missing[:split], nil) })
+	}
+	var points map[string][]uint32
+	if memo != nil {
+		points = make(map[string][]uint32, len(members))
 	}
 	var buf []byte
 	for i, m := range members {
-		ring, buf = appendRingPoints(ring, buf, m.ID, int32(i), s.virtualNodes, s.hash)
+		if known, ok := memo.pointsOf(m.ID, v); ok {
+			for _, h := range known {
+				ring = append(ring, uint64(h)<<32|uint64(i))
+			}
+			points[m.ID] = known
+			continue
+		}
+		first := len(ring)
+		ring, buf = appendRingPoints(ring, buf, m.ID, int32(i), v, hash)
+		if points != nil {
+			own := make([]uint32, v)
+			for k, p := range ring[first:] {
+				own[k] = uint32(p >> 32)
+			}
+			points[m.ID] = own
+		}
 	}
-	hashQueues(queueHashes[split:], queues[split:], s.hash)
+	hashQueues(queueHashes, queues, missing[split:], hash)
 	wg.Wait()
+	if memo != nil {
+		memo.queues, memo.queueHashes, memo.points = queues, queueHashes, points
+	}
 
-	// Phase 2: order the ring, then route every queue.
+	// Phase 3: order the ring, then route every queue.
 	slices.Sort(ring)
-	return routeQueues(queues, queueHashes, members, ring), nil
+	return routeQueues(queues, queueHashes, members, ring)
 }
 
-// hashQueues writes the ring position of each queue into dst. With the default hash, the key is built in one
-// reused buffer whose "MessageQueue [topic=T, brokerName=B, queueId=" prefix is rebuilt only when the topic
-// or broker changes, so hashing allocates nothing.
-func hashQueues(dst []uint32, queues []Queue, hash HashFunc) {
+func (m *hashMemo) pointsOf(id string, v int) ([]uint32, bool) {
+	if m == nil {
+		return nil, false
+	}
+	p, ok := m.points[id]
+	return p, ok && len(p) == v
+}
+
+// reuseQueueHashes copies into dst the hashes of the queues that were also in the previous (sorted) list
+// and returns the indices of the queues that still need hashing. Both lists are sorted, so one merge pass
+// finds the common queues.
+func reuseQueueHashes(dst []uint32, queues, prev []Queue, prevHashes []uint32) []int32 {
+	if slices.Equal(queues, prev) {
+		copy(dst, prevHashes)
+		return nil
+	}
+	var missing []int32
+	j := 0
+	for i, q := range queues {
+		for j < len(prev) && CompareQueues(prev[j], q) < 0 {
+			j++
+		}
+		if j < len(prev) && prev[j] == q {
+			dst[i] = prevHashes[j]
+			continue
+		}
+		missing = append(missing, int32(i))
+	}
+	return missing
+}
+
+// hashQueues writes the ring position of queues[i] into dst[i] for every i in which. With the default hash
+// the key is built in one reused buffer whose "MessageQueue [topic=T, brokerName=B, queueId=" prefix is
+// rebuilt only when the topic or broker changes, so hashing allocates nothing.
+func hashQueues(dst []uint32, queues []Queue, which []int32, hash HashFunc) {
 	buf := make([]byte, 0, 128)
 	prefix := 0
 	var topic, broker string
-	for i, q := range queues {
-		if i == 0 || q.Topic != topic || q.Broker != broker {
+	for n, i := range which {
+		q := queues[i]
+		if n == 0 || q.Topic != topic || q.Broker != broker {
 			topic, broker = q.Topic, q.Broker
 			buf = append(buf[:0], "MessageQueue [topic="...)
 			buf = append(buf, topic...)

@@ -50,25 +50,34 @@ func CompareQueues(a, b Queue) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
-// sortedQueues returns a sorted copy of qs without duplicates; qs itself is not modified. A list that is
-// already sorted (the usual case: brokers report their queues in order) costs one linear pass.
+// sortedQueues returns qs sorted and without duplicates. A list that is already sorted (the usual case:
+// brokers report their queues in order) is returned as it is, after one linear check; anything else is
+// sorted in a copy. Either way the result is read-only: it may be qs itself, and plans may share it.
 func sortedQueues(qs []Queue) []Queue {
+	if isSortedStrict(qs) {
+		if qs == nil {
+			return []Queue{}
+		}
+		return qs
+	}
 	out := slices.Clone(qs)
-	if !isSortedStrict(out) {
-		slices.SortFunc(out, CompareQueues)
-		out = slices.CompactFunc(out, func(a, b Queue) bool { return a == b })
-	}
-	if out == nil {
-		out = []Queue{}
-	}
-	return out
+	slices.SortFunc(out, CompareQueues)
+	return slices.CompactFunc(out, func(a, b Queue) bool { return a == b })
 }
 
 // isSortedStrict reports whether qs is strictly increasing, so neither sorting nor removing duplicates
 // is needed.
 func isSortedStrict(qs []Queue) bool {
 	for i := 1; i < len(qs); i++ {
-		if CompareQueues(qs[i-1], qs[i]) >= 0 {
+		a, b := &qs[i-1], &qs[i]
+		if a.Topic == b.Topic && a.Broker == b.Broker {
+			// Consecutive queues of one broker are the common case; skip the string compares.
+			if a.ID >= b.ID {
+				return false
+			}
+			continue
+		}
+		if CompareQueues(*a, *b) >= 0 {
 			return false
 		}
 	}

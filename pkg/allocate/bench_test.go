@@ -1,0 +1,125 @@
+package allocate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+var benchSizes = []struct{ queues, members int }{{1024, 64}, {8192, 512}, {65536, 2048}}
+
+// benchInput is a realistic group: queues spread over 4 brokers in 2 zones, members named like RocketMQ
+// client ids, half in each zone. Queues and members are listed in sorted order, as brokers report them.
+func benchInput(queues, members int) Input {
+	in := Input{BrokerZones: map[string]string{}}
+	brokers := []string{"broker-a", "broker-b", "broker-c", "broker-d"}
+	for i, b := range brokers {
+		in.BrokerZones[b] = fmt.Sprintf("zone-%d", i%2)
+	}
+	perBroker := queues / len(brokers)
+	for _, b := range brokers {
+		for id := range perBroker {
+			in.Queues = append(in.Queues, Queue{Topic: "TopicTest", Broker: b, ID: int32(id)})
+		}
+	}
+	for i := range members {
+		in.Members = append(in.Members, Member{
+			ID:   fmt.Sprintf("10.0.%d.%d@consumer-%d", i/250, i%250, i),
+			Zone: fmt.Sprintf("zone-%d", i%2),
+		})
+	}
+	in.Queues, in.Members = sortedQueues(in.Queues), sortedMembers(in.Members)
+	return in
+}
+
+// benchStrategies builds each strategy with parameters that make it do real work on benchInput.
+func benchStrategies(b *testing.B, in Input) map[Name]Strategy {
+	assignments := map[string][]Queue{}
+	for i, q := range in.Queues {
+		id := in.Members[i%len(in.Members)].ID
+		assignments[id] = append(assignments[id], q)
+	}
+	params := map[Name]Params{
+		Averagely:         {},
+		AveragelyByCircle: {},
+		ConsistentHash:    {},
+		MachineRoomNearby: {Inner: Averagely},
+		ByMachineRoom:     {MachineRooms: []string{"zone-0"}},
+		ByConfig:          {Assignments: assignments},
+	}
+	out := map[Name]Strategy{}
+	for name, p := range params {
+		s, err := New(name, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+func BenchmarkAllocate(b *testing.B) {
+	names := []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig}
+	for _, name := range names {
+		for _, size := range benchSizes {
+			in := benchInput(size.queues, size.members)
+			if name == ByMachineRoom {
+				// ByMachineRoom reads the room from the broker name itself.
+				for i := range in.Queues {
+					in.Queues[i].Broker = in.BrokerZones[in.Queues[i].Broker] + "@" + in.Queues[i].Broker
+				}
+			}
+			s := benchStrategies(b, in)[name]
+			b.Run(fmt.Sprintf("%s/%dx%d", name, size.queues, size.members), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := s.Allocate(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkReplan measures a re-plan after one member joins a group whose previous plan was computed by
+// the same cache.
+func BenchmarkReplan(b *testing.B) {
+	const queues, members = 65536, 2048
+	in := benchInput(queues, members)
+	joined := in
+	joined.Members = append(append([]Member{}, in.Members...), Member{ID: "10.0.99.1@consumer-joined", Zone: "zone-0"})
+	b.Run(fmt.Sprintf("ConsistentHash/%dx%d", queues, members), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			c, err := NewConsistentHashCache(Params{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Allocate(in); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := c.Allocate(joined); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSortInputs measures what a strategy pays when queues and members arrive in random order rather
+// than sorted.
+func BenchmarkSortInputs(b *testing.B) {
+	in := benchInput(65536, 2048)
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(in.Queues), func(i, j int) { in.Queues[i], in.Queues[j] = in.Queues[j], in.Queues[i] })
+	rng.Shuffle(len(in.Members), func(i, j int) { in.Members[i], in.Members[j] = in.Members[j], in.Members[i] })
+	b.Run("shuffled/65536x2048", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sortedQueues(in.Queues)
+			sortedMembers(in.Members)
+		}
+	})
+}

@@ -1,0 +1,409 @@
+package allocate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// checkEveryQueueOwnedOnce fails unless plan has an entry for every member and, when there are members,
+// every queue of in has exactly one owner, with nothing handed out that is not a queue of in.
+func checkEveryQueueOwnedOnce(t testing.TB, in Input, plan Plan) {
+	t.Helper()
+	checkEntryPerMember(t, in, plan)
+	want := map[Queue]bool{}
+	for _, q := range in.Queues {
+		want[q] = true
+	}
+	owner := map[Queue]string{}
+	for id, qs := range plan {
+		for _, q := range qs {
+			if !want[q] {
+				t.Fatalf("member %q got %s, which is not an input queue", id, q)
+			}
+			if prev, ok := owner[q]; ok {
+				t.Fatalf("queue %s owned by both %q and %q", q, prev, id)
+			}
+			owner[q] = id
+		}
+	}
+	if len(in.Members) > 0 && len(owner) != len(want) {
+		t.Fatalf("%d of %d queues have an owner", len(owner), len(want))
+	}
+}
+
+// checkEntryPerMember fails unless every member, and nobody else, has an entry in plan.
+func checkEntryPerMember(t testing.TB, in Input, plan Plan) {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, m := range in.Members {
+		ids[m.ID] = true
+		if _, ok := plan[m.ID]; !ok {
+			t.Fatalf("member %q has no entry in the plan", m.ID)
+		}
+	}
+	if len(plan) != len(ids) {
+		t.Fatalf("plan has %d entries for %d members", len(plan), len(ids))
+	}
+}
+
+// checkSpread fails unless the largest and smallest shares differ by at most limit.
+func checkSpread(t testing.TB, plan Plan, limit int) {
+	t.Helper()
+	lo, hi := -1, 0
+	for _, qs := range plan {
+		if lo < 0 || len(qs) < lo {
+			lo = len(qs)
+		}
+		hi = max(hi, len(qs))
+	}
+	if len(plan) > 0 && hi-lo > limit {
+		t.Fatalf("shares range from %d to %d queues, want a spread of at most %d", lo, hi, limit)
+	}
+}
+
+// checkSamePlan fails unless a and b give every member the same list, treating nil and empty alike.
+func checkSamePlan(t testing.TB, a, b Plan) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("plans have %d and %d entries", len(a), len(b))
+	}
+	for id, qs := range a {
+		other, ok := b[id]
+		if !ok || !slices.Equal(qs, other) {
+			t.Fatalf("member %q: %v vs %v", id, qs, other)
+		}
+	}
+}
+
+// movedQueues counts the queues whose owner differs between two plans (a queue that appears or
+// disappears counts as moved).
+func movedQueues(before, after Plan) int {
+	owner := map[Queue]string{}
+	for id, qs := range before {
+		for _, q := range qs {
+			owner[q] = id
+		}
+	}
+	moved := 0
+	for id, qs := range after {
+		for _, q := range qs {
+			if prev, ok := owner[q]; !ok || prev != id {
+				moved++
+			}
+			delete(owner, q)
+		}
+	}
+	return moved + len(owner)
+}
+
+func shuffled(in Input, rng *rand.Rand) Input {
+	out := in
+	out.Queues = slices.Clone(in.Queues)
+	out.Members = slices.Clone(in.Members)
+	rng.Shuffle(len(out.Queues), func(i, j int) { out.Queues[i], out.Queues[j] = out.Queues[j], out.Queues[i] })
+	rng.Shuffle(len(out.Members), func(i, j int) { out.Members[i], out.Members[j] = out.Members[j], out.Members[i] })
+	return out
+}
+
+func mustNew(t testing.TB, name Name, p Params) Strategy {
+	t.Helper()
+	s, err := New(name, p)
+	if err != nil {
+		t.Fatalf("New(%s): %v", name, err)
+	}
+	return s
+}
+
+func vnodes(v int32) *int32 { return &v }
+
+// balancedStrategies are the strategies that, in clustering, give every queue exactly one owner.
+func balancedStrategies() map[string]struct {
+	name Name
+	p    Params
+} {
+	return map[string]struct {
+		name Name
+		p    Params
+	}{
+		"Averagely":              {Averagely, Params{}},
+		"AveragelyByCircle":      {AveragelyByCircle, Params{}},
+		"ConsistentHash":         {ConsistentHash, Params{}},
+		"ConsistentHash/v1":      {ConsistentHash, Params{VirtualNodes: vnodes(1)}},
+		"ConsistentHash/v100":    {ConsistentHash, Params{VirtualNodes: vnodes(100)}},
+		"MachineRoomNearby/Avg":  {MachineRoomNearby, Params{Inner: Averagely}},
+		"MachineRoomNearby/Circ": {MachineRoomNearby, Params{Inner: AveragelyByCircle}},
+		"MachineRoomNearby/CH":   {MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(3)}}},
+	}
+}
+
+func TestInvariantsOnSeededGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	sizes := []struct{ queues, members int }{{0, 3}, {5, 0}, {1, 1}, {3, 7}, {16, 3}, {100, 7}, {1000, 37}, {4096, 300}}
+	for label, sc := range balancedStrategies() {
+		s := mustNew(t, sc.name, sc.p)
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%s/%dx%d", label, size.queues, size.members), func(t *testing.T) {
+				in := benchInput(size.queues, size.members)
+				in.Queues = in.Queues[:min(size.queues, len(in.Queues))]
+				for len(in.Queues) < size.queues {
+					in.Queues = append(in.Queues, Queue{Topic: "Extra", Broker: "broker-a", ID: int32(len(in.Queues))})
+				}
+				plan, err := s.Allocate(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkEveryQueueOwnedOnce(t, in, plan)
+				if sc.name == Averagely || sc.name == AveragelyByCircle {
+					checkSpread(t, plan, 1)
+				}
+				again, err := s.Allocate(shuffled(in, rng))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSamePlan(t, plan, again)
+			})
+		}
+	}
+}
+
+func TestCompareUTF16(t *testing.T) {
+	// Expected orders are Java's String.compareTo results.
+	// Java order puts U+1F600 (D83D DE00) and U+10FFFF (DBFF DFFF) before U+E000.
+	ordered := []string{"", "10.0.0.12@1", "10.0.0.2@1", "Z", "a", "ab", "é", "\U0001F600", "\U0010FFFF", "\uE000", "\uFF21", "\uFFFF"}
+	for i, a := range ordered {
+		for j, b := range ordered {
+			want := 0
+			if i < j {
+				want = -1
+			} else if i > j {
+				want = 1
+			}
+			if got := CompareUTF16(a, b); got != want {
+				t.Errorf("CompareUTF16(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+// utf16Compare is the definition: compare the strings' UTF-16 code units.
+func utf16Compare(a, b string) int {
+	ua, ub := []rune(a), []rune(b)
+	var ea, eb []uint16
+	for _, r := range ua {
+		ea = appendUTF16(ea, r)
+	}
+	for _, r := range ub {
+		eb = appendUTF16(eb, r)
+	}
+	return slices.Compare(ea, eb)
+}
+
+func appendUTF16(s []uint16, r rune) []uint16 {
+	if r >= 0x10000 {
+		r -= 0x10000
+		return append(s, uint16(0xD800+(r>>10)), uint16(0xDC00+(r&0x3FF)))
+	}
+	return append(s, uint16(r))
+}
+
+func TestCompareUTF16MatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	alphabet := []rune{'a', 'b', 'é', 'ß', '\u07FF', '\u0800', '\uD7FF', '\uE000', '\uFF21', '\uFFFF', 0x10000, 0x1F600, 0x10FFFF}
+	word := func() string {
+		var sb strings.Builder
+		for range rng.IntN(4) {
+			sb.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		return sb.String()
+	}
+	for range 20000 {
+		a, b := word(), word()
+		if got, want := CompareUTF16(a, b), utf16Compare(a, b); got != want {
+			t.Fatalf("CompareUTF16(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
+
+func TestEmptyInputsGiveEmptyPlans(t *testing.T) {
+	members := []Member{{ID: "b", Zone: "z"}, {ID: "a", Zone: "z"}}
+	queues := []Queue{{"T", "z-b", 0}}
+	for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig} {
+		s := mustNew(t, name, Params{})
+		for _, in := range []Input{{Members: members}, {Queues: queues}, {}} {
+			plan, err := s.Allocate(in)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			checkEntryPerMember(t, in, plan)
+			for id, qs := range plan {
+				if qs == nil || len(qs) != 0 {
+					t.Fatalf("%s: member %q got %v, want an empty non-nil list", name, id, qs)
+				}
+			}
+		}
+	}
+}
+
+func TestParameterErrors(t *testing.T) {
+	cases := []struct {
+		name Name
+		p    Params
+		want string
+	}{
+		{ConsistentHash, Params{VirtualNodes: vnodes(-3)}, "virtualNodes: must be >= 0, got -3"},
+		{MachineRoomNearby, Params{Inner: "X"}, `inner: unknown strategy "X"`},
+		{MachineRoomNearby, Params{Inner: MachineRoomNearby}, "inner: MachineRoomNearby cannot wrap itself"},
+		{MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(-1)}}, "innerParams: virtualNodes: must be >= 0, got -1"},
+		{ByMachineRoom, Params{MachineRooms: []string{"ok", "a@b"}}, `machineRooms[1]: "a@b" contains '@'`},
+		{ByConfig, Params{Assignments: map[string][]Queue{"": nil}}, `assignments[""]: member id must not be empty`},
+	}
+	for _, c := range cases {
+		_, err := New(c.name, c.p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%s, %+v) error = %v, want it to contain %q", c.name, c.p, err, c.want)
+		}
+	}
+	if _, err := New("Nope", Params{}); err == nil {
+		t.Error("New of an unknown strategy succeeded")
+	}
+	if _, err := NewConsistentHashCache(Params{VirtualNodes: vnodes(-2)}); err == nil || !strings.Contains(err.Error(), "virtualNodes") {
+		t.Errorf("NewConsistentHashCache error = %v, want a virtualNodes error", err)
+	}
+}
+
+func TestMachineRoomNearbyMissingRooms(t *testing.T) {
+	s := mustNew(t, MachineRoomNearby, Params{})
+	queues := []Queue{{"T", "b1", 0}, {"T", "b2", 0}}
+	_, err := s.Allocate(Input{Queues: queues, Members: []Member{{ID: "m", Zone: "z"}}, BrokerZones: map[string]string{"b1": "z"}})
+	if err == nil || !strings.Contains(err.Error(), `broker "b2"`) {
+		t.Errorf("missing broker room: error = %v, want it to name broker b2", err)
+	}
+	_, err = s.Allocate(Input{Queues: queues, Members: []Member{{ID: "m", Zone: "z"}, {ID: "n"}}, BrokerZones: map[string]string{"b1": "z", "b2": "z"}})
+	if err == nil || !strings.Contains(err.Error(), `member "n"`) {
+		t.Errorf("missing member room: error = %v, want it to name member n", err)
+	}
+}
+
+func TestMachineRoomNearbyOrphanRoomsAmongEveryone(t *testing.T) {
+	// Room z1 has members, rooms z2 and z3 have brokers only: each is dealt out among all members from the
+	// first member again.
+	s := mustNew(t, MachineRoomNearby, Params{Inner: Averagely})
+	in := Input{
+		Queues: []Queue{{"T", "b1", 0}, {"T", "b1", 1}, {"T", "b2", 0}, {"T", "b3", 0}},
+		Members: []Member{
+			{ID: "a", Zone: "z1"}, {ID: "b", Zone: "z1"}, {ID: "c", Zone: "z9"},
+		},
+		BrokerZones: map[string]string{"b1": "z1", "b3": "z2", "b2": "z3"},
+	}
+	plan, err := s.Allocate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Plan{
+		"a": {{"T", "b1", 0}, {"T", "b3", 0}, {"T", "b2", 0}},
+		"b": {{"T", "b1", 1}},
+		"c": {},
+	}
+	checkSamePlan(t, plan, want)
+}
+
+func TestByConfig(t *testing.T) {
+	queues := []Queue{{"T", "b", 0}, {"T", "b", 1}, {"T", "b", 2}}
+	assignments := map[string][]Queue{"m1": {queues[2], queues[0]}, "ghost": {queues[1]}}
+	s := mustNew(t, ByConfig, Params{Assignments: assignments})
+	plan, err := s.Allocate(Input{Queues: queues, Members: []Member{{ID: "m2"}, {ID: "m1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSamePlan(t, plan, Plan{"m1": {queues[2], queues[0]}, "m2": {}})
+	plan["m1"][0] = Queue{}
+	if assignments["m1"][0] != queues[2] {
+		t.Fatal("modifying the plan changed the strategy's configuration")
+	}
+
+	if err := ValidateAssignments(assignments, queues); err != nil {
+		t.Errorf("valid assignments rejected: %v", err)
+	}
+	bad := map[string][]Queue{"m": {queues[0], queues[1], {"T", "B", 9}}}
+	if err := ValidateAssignments(bad, queues); err == nil || err.Error() != `assignments["m"][2]: queue T/B/9 does not exist` {
+		t.Errorf("foreign queue: error = %v", err)
+	}
+	dup := map[string][]Queue{"a": {queues[0]}, "b": {queues[1], queues[0]}}
+	if err := ValidateAssignments(dup, queues); err == nil || !strings.Contains(err.Error(), `assignments["b"][1]: queue T/b/0 is already assigned at assignments["a"][0]`) {
+		t.Errorf("duplicate queue: error = %v", err)
+	}
+}
+
+func TestByMachineRoomSplitSemantics(t *testing.T) {
+	cases := map[string]struct {
+		room string
+		ok   bool
+	}{
+		"idc@b": {"idc", true}, "idc@b@": {"idc", true}, "idc@b@@": {"idc", true}, "@b": {"", true},
+		"idc@": {}, "a@b@c": {}, "plain": {}, "": {}, "@": {}, "@@": {}, "idc@@b": {},
+	}
+	for broker, want := range cases {
+		room, ok := machineRoomOfBroker(broker)
+		if room != want.room || ok != want.ok {
+			t.Errorf("machineRoomOfBroker(%q) = %q, %v; want %q, %v", broker, room, ok, want.room, want.ok)
+		}
+	}
+}
+
+func TestConsistentHashCacheMatchesCold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 42))
+	for _, v := range []int32{0, 1, 10} {
+		p := Params{VirtualNodes: vnodes(v)}
+		cold := mustNew(t, ConsistentHash, p)
+		cache, err := NewConsistentHashCache(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := benchInput(8192, 64)
+		// A sequence of changes: members join and leave, queues appear and vanish, input order changes.
+		for step := range 12 {
+			switch step % 4 {
+			case 1:
+				in.Members = append(slices.Clone(in.Members), Member{ID: fmt.Sprintf("joiner-%d", step)})
+			case 2:
+				in.Members = slices.Delete(slices.Clone(in.Members), 3, 5)
+			case 3:
+				in.Queues = append(slices.Clone(in.Queues[100:]), Queue{Topic: "New", Broker: "broker-z", ID: int32(step)})
+			}
+			in = shuffled(in, rng)
+			want, _ := cold.Allocate(in)
+			got, err := cache.Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSamePlan(t, got, want)
+		}
+	}
+}
+
+func TestConsistentHashCustomHashAndCollisions(t *testing.T) {
+	// A hash with few values forces collisions between members' points and queues: RocketMQ keeps the
+	// point inserted last (the later member in sorted order), and a queue on a point's hash goes to it.
+	hash := func(key string) uint32 { return uint32(len(key) % 3) }
+	s := mustNew(t, ConsistentHash, Params{Hash: hash, VirtualNodes: vnodes(2)})
+	in := Input{
+		Queues:  []Queue{{"T", "b", 1}, {"T", "b", 10}, {"T", "bb", 100}},
+		Members: []Member{{ID: "x"}, {ID: "yy"}, {ID: "zzz"}},
+	}
+	plan, err := s.Allocate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ring keys: "x-0","x-1" (len 3 → 0), "yy-0","yy-1" (len 4 → 1), "zzz-0","zzz-1" (len 5 → 2).
+	// "MessageQueue [topic=T, brokerName=B, queueId=N]" is 45+len(B)+len(N) long:
+	// b/1 → 47 → 2 (zzz), b/10 → 48 → 0 (x), bb/100 → 50 → 2 (zzz). Nothing hashes to yy's 1.
+	want := Plan{"x": {{"T", "b", 10}}, "yy": {}, "zzz": {{"T", "b", 1}, {"T", "bb", 100}}}
+	checkSamePlan(t, plan, want)
+
+	everyoneSame := mustNew(t, ConsistentHash, Params{Hash: func(string) uint32 { return 7 }})
+	plan, _ = everyoneSame.Allocate(in)
+	checkSamePlan(t, plan, Plan{"x": {}, "yy": {}, "zzz": in.Queues})
+}
