@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Scenario is a sequence of group states. Every step lists the full membership; a step may also
+// replace the topics, so a topic can gain or lose queues.
+type Scenario struct {
+	Name        string  `json:"name,omitempty"`
+	Description string  `json:"description,omitempty"`
+	Topics      []Topic `json:"topics"`
+	Steps       []Step  `json:"steps"`
+}
+
+// Topic is one topic and the brokers that serve its queues.
+type Topic struct {
+	Name    string   `json:"name"`
+	Brokers []Broker `json:"brokers"`
+}
+
+// Broker serves Queues queues (ids 0..Queues-1) of a topic from Zone.
+type Broker struct {
+	Name   string `json:"name"`
+	Queues int    `json:"queues"`
+	Zone   string `json:"zone"`
+}
+
+// Step is the group at one point in time.
+type Step struct {
+	// Label names the change that led to this step, for tables and plots.
+	Label   string   `json:"label,omitempty"`
+	Members []Member `json:"members"`
+	// Topics, when set, replaces the topics from this step on.
+	Topics []Topic `json:"topics,omitempty"`
+}
+
+// Member is one consumer pod.
+type Member struct {
+	ID     string `json:"id"`
+	Zone   string `json:"zone"`
+	Weight int32  `json:"weight,omitempty"`
+}
+
+// loadScenario returns the built-in scenario called nameOrFile, or reads the file of that name.
+func loadScenario(nameOrFile string) (Scenario, error) {
+	for _, s := range builtins() {
+		if s.Name == nameOrFile {
+			return s, nil
+		}
+	}
+	data, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("scenario %q is neither built in (%v) nor a readable file: %w", nameOrFile, builtinNames(), err)
+	}
+	var s Scenario
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Scenario{}, fmt.Errorf("scenario file %s: %w", nameOrFile, err)
+	}
+	if s.Name == "" {
+		s.Name = nameOrFile
+	}
+	if len(s.Steps) == 0 {
+		return Scenario{}, fmt.Errorf("scenario file %s has no steps", nameOrFile)
+	}
+	return s, nil
+}
+
+func builtinNames() []string {
+	var names []string
+	for _, s := range builtins() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+var zones = []string{"zone-a", "zone-b", "zone-c"}
+
+// pods returns pods pod-<from>..pod-<to-1>, spread over the three zones round-robin.
+func pods(from, to int) []Member {
+	var ms []Member
+	for i := from; i < to; i++ {
+		ms = append(ms, Member{ID: fmt.Sprintf("pod-%d", i), Zone: zones[i%len(zones)], Weight: 1})
+	}
+	return ms
+}
+
+// orders is one topic with one broker per zone, perBroker queues each.
+func orders(perBroker int) []Topic {
+	t := Topic{Name: "orders"}
+	for i, z := range zones {
+		t.Brokers = append(t.Brokers, Broker{Name: fmt.Sprintf("broker-%c", 'a'+i), Queues: perBroker, Zone: z})
+	}
+	return []Topic{t}
+}
+
+func without(ms []Member, ids ...string) []Member {
+	return slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return slices.Contains(ids, m.ID) })
+}
+
+func withWeight(ms []Member, weights map[string]int32) []Member {
+	out := slices.Clone(ms)
+	for i := range out {
+		if w, ok := weights[out[i].ID]; ok {
+			out[i].Weight = w
+		}
+	}
+	return out
+}
+
+// builtins are the scenarios the docs plot. Each starts from an empty previous plan.
+func builtins() []Scenario {
+	var restart []Step
+	all := pods(0, 6)
+	restart = append(restart, Step{Label: "6 pods", Members: all})
+	for i := range 6 {
+		id := fmt.Sprintf("pod-%d", i)
+		restart = append(restart,
+			Step{Label: id + " down", Members: without(all, id)},
+			Step{Label: id + " back", Members: all})
+	}
+
+	nine := pods(0, 9)
+	zoneC := []string{"pod-2", "pod-5", "pod-8"}
+
+	return []Scenario{
+		{
+			Name:        "scale-out",
+			Description: "A group of 10 pods grows to 11, 12 and 16 pods; 48 queues over three zones.",
+			Topics:      orders(16),
+			Steps: []Step{
+				{Label: "10 pods", Members: pods(0, 10)},
+				{Label: "11 pods", Members: pods(0, 11)},
+				{Label: "12 pods", Members: pods(0, 12)},
+				{Label: "16 pods", Members: pods(0, 16)},
+			},
+		},
+		{
+			Name:        "scale-in",
+			Description: "A group of 16 pods shrinks to 12, 11 and 10 pods, the newest pods leaving first.",
+			Topics:      orders(16),
+			Steps: []Step{
+				{Label: "16 pods", Members: pods(0, 16)},
+				{Label: "12 pods", Members: pods(0, 12)},
+				{Label: "11 pods", Members: pods(0, 11)},
+				{Label: "10 pods", Members: pods(0, 10)},
+			},
+		},
+		{
+			Name:        "rolling-restart",
+			Description: "Six StatefulSet pods restart one at a time and come back under the same name.",
+			Topics:      orders(8),
+			Steps:       restart,
+		},
+		{
+			Name:        "zone-outage",
+			Description: "Zone-c loses its three pods (its broker stays up), then the pods come back.",
+			Topics:      orders(12),
+			Steps: []Step{
+				{Label: "9 pods", Members: nine},
+				{Label: "zone-c down", Members: without(nine, zoneC...)},
+				{Label: "zone-c back", Members: nine},
+			},
+		},
+		{
+			Name:        "queue-growth",
+			Description: "Six pods; the topic starts with fewer queues than pods and grows from 3 to 48 queues.",
+			Topics:      orders(1),
+			Steps: []Step{
+				{Label: "3 queues", Members: pods(0, 6)},
+				{Label: "12 queues", Members: pods(0, 6), Topics: orders(4)},
+				{Label: "24 queues", Members: pods(0, 6), Topics: orders(8)},
+				{Label: "48 queues", Members: pods(0, 6), Topics: orders(16)},
+			},
+		},
+		{
+			Name:        "weights",
+			Description: "Four pods share 48 queues; pod-0's weight goes to 2, then 4 with pod-1 at 2, then back to 1.",
+			Topics:      orders(16),
+			Steps: []Step{
+				{Label: "equal", Members: pods(0, 4)},
+				{Label: "pod-0 w=2", Members: withWeight(pods(0, 4), map[string]int32{"pod-0": 2})},
+				{Label: "pod-0 w=4, pod-1 w=2", Members: withWeight(pods(0, 4), map[string]int32{"pod-0": 4, "pod-1": 2})},
+				{Label: "equal again", Members: pods(0, 4)},
+			},
+		},
+	}
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+)
+
+// Output is the simulator's JSON document.
+type Output struct {
+	Scenario string   `json:"scenario"`
+	Labels   []string `json:"labels"`
+	Results  []Result `json:"results"`
+	// Skipped lists strategies left out of the comparison, with the reason.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Result is one strategy's run through the scenario.
+type Result struct {
+	Strategy string       `json:"strategy"`
+	Steps    []StepResult `json:"steps"`
+}
+
+// StepResult measures one step's plan.
+type StepResult struct {
+	// Moved counts queues whose previous owner is still a member and whose owner changed.
+	Moved int `json:"moved"`
+	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan.
+	LowerBound int `json:"lowerBound"`
+	MaxLoad    int `json:"maxLoad"`
+	MinLoad    int `json:"minLoad"`
+	// CrossZone counts queues whose owner is not in the broker's zone.
+	CrossZone int `json:"crossZone"`
+	// Balanced is true when every member holds floor or ceil of its weighted share.
+	Balanced bool                `json:"balanced"`
+	Error    string              `json:"error,omitempty"`
+	Plan     map[string][]string `json:"plan"`
+}
+
+// byConfigSkipped explains why ByConfig is never simulated.
+const byConfigSkipped = "ByConfig: not a rebalancing strategy, it replays a fixed assignment"
+
+// strategyNames resolves the -strategies flag: empty means every registered strategy but ByConfig,
+// Sticky first.
+func strategyNames(flag string) ([]allocate.Name, []string, error) {
+	var skipped []string
+	if flag == "" {
+		names := []allocate.Name{allocate.Sticky}
+		for _, n := range allocate.Names() {
+			if n != allocate.Sticky && n != allocate.ByConfig {
+				names = append(names, n)
+			}
+		}
+		return names, []string{byConfigSkipped}, nil
+	}
+	known := allocate.Names()
+	var names []allocate.Name
+	for _, s := range strings.Split(flag, ",") {
+		n := allocate.Name(strings.TrimSpace(s))
+		switch {
+		case n == allocate.ByConfig:
+			skipped = append(skipped, byConfigSkipped)
+		case !slices.Contains(known, n):
+			return nil, nil, fmt.Errorf("unknown strategy %q (known: %v)", n, known)
+		case !slices.Contains(names, n):
+			names = append(names, n)
+		}
+	}
+	return names, skipped, nil
+}
+
+// strategyFor builds the named strategy with the parameters the simulator gives it.
+func strategyFor(name allocate.Name, sc Scenario, maxSkew int32) (allocate.Strategy, error) {
+	p := allocate.Params{MaxSkew: maxSkew}
+	switch name {
+	case allocate.MachineRoomNearby:
+		p.Inner = allocate.Averagely
+	case allocate.ByMachineRoom:
+		p.MachineRooms = scenarioZones(sc)
+	}
+	return allocate.New(name, p)
+}
+
+// scenarioZones lists every broker zone the scenario mentions, sorted.
+func scenarioZones(sc Scenario) []string {
+	var zs []string
+	add := func(ts []Topic) {
+		for _, t := range ts {
+			for _, b := range t.Brokers {
+				if b.Zone != "" && !slices.Contains(zs, b.Zone) {
+					zs = append(zs, b.Zone)
+				}
+			}
+		}
+	}
+	add(sc.Topics)
+	for _, st := range sc.Steps {
+		add(st.Topics)
+	}
+	slices.Sort(zs)
+	return zs
+}
+
+// run replays sc through every named strategy, feeding each plan back as the next previous plan.
+func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
+	out := Output{Scenario: sc.Name}
+	for i, st := range sc.Steps {
+		label := st.Label
+		if label == "" {
+			label = fmt.Sprintf("step %d", i)
+		}
+		out.Labels = append(out.Labels, label)
+	}
+	for _, name := range names {
+		s, err := strategyFor(name, sc, maxSkew)
+		if err != nil {
+			return Output{}, fmt.Errorf("strategy %s: %w", name, err)
+		}
+		res := Result{Strategy: string(name)}
+		topics := sc.Topics
+		var prev allocate.Plan
+		for _, st := range sc.Steps {
+			if st.Topics != nil {
+				topics = st.Topics
+			}
+			in := input(topics, st.Members, prev)
+			var plan allocate.Plan
+			if name == allocate.Sticky {
+				plan, err = s.Allocate(in)
+			} else {
+				plan, err = perTopic(s, in, name == allocate.ByMachineRoom)
+			}
+			step := StepResult{LowerBound: lowerBound(in)}
+			if err != nil {
+				step.Error = err.Error()
+				plan = allocate.Plan{}
+			}
+			measure(&step, in, plan)
+			res.Steps = append(res.Steps, step)
+			prev = plan
+		}
+		out.Results = append(out.Results, res)
+	}
+	return out, nil
+}
+
+func input(topics []Topic, members []Member, prev allocate.Plan) allocate.Input {
+	in := allocate.Input{BrokerZones: map[string]string{}, Previous: prev}
+	for _, t := range topics {
+		for _, b := range t.Brokers {
+			in.BrokerZones[b.Name] = b.Zone
+			for id := range b.Queues {
+				in.Queues = append(in.Queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: int32(id)})
+			}
+		}
+	}
+	for _, m := range members {
+		in.Members = append(in.Members, allocate.Member{ID: m.ID, Zone: m.Zone, Weight: max(m.Weight, 1)})
+	}
+	return in
+}
+
+// perTopic runs a RocketMQ strategy as a RocketMQ client does: once per subscribed topic, over that
+// topic's queues only. ByMachineRoom reads a queue's room from its broker name, "<room>@<broker>", so
+// it sees the brokers renamed that way and its plan is mapped back.
+func perTopic(s allocate.Strategy, in allocate.Input, roomInBrokerName bool) (allocate.Plan, error) {
+	var topics []string
+	byTopic := map[string][]allocate.Queue{}
+	for _, q := range in.Queues {
+		if _, ok := byTopic[q.Topic]; !ok {
+			topics = append(topics, q.Topic)
+		}
+		if roomInBrokerName {
+			q.Broker = in.BrokerZones[q.Broker] + "@" + q.Broker
+		}
+		byTopic[q.Topic] = append(byTopic[q.Topic], q)
+	}
+	plan := allocate.Plan{}
+	for _, m := range in.Members {
+		plan[m.ID] = nil
+	}
+	for _, t := range topics {
+		sub := in
+		sub.Queues = byTopic[t]
+		p, err := s.Allocate(sub)
+		if err != nil {
+			return nil, err
+		}
+		for id, qs := range p {
+			for _, q := range qs {
+				if roomInBrokerName {
+					_, q.Broker, _ = strings.Cut(q.Broker, "@")
+				}
+				plan[id] = append(plan[id], q)
+			}
+		}
+	}
+	return plan, nil
+}
+
+// measure fills step's counters and plan from in and plan.
+func measure(step *StepResult, in allocate.Input, plan allocate.Plan) {
+	owner := map[allocate.Queue]string{}
+	step.Plan = map[string][]string{}
+	zoneOf := map[string]string{}
+	for _, m := range in.Members {
+		zoneOf[m.ID] = m.Zone
+		step.Plan[m.ID] = []string{}
+	}
+	for id, qs := range plan {
+		for _, q := range qs {
+			owner[q] = id
+			step.Plan[id] = append(step.Plan[id], q.String())
+			if z := in.BrokerZones[q.Broker]; z == "" || z != zoneOf[id] {
+				step.CrossZone++
+			}
+		}
+	}
+	for _, m := range in.Members {
+		for _, q := range in.Previous[m.ID] {
+			if o, ok := owner[q]; ok && o != m.ID {
+				step.Moved++
+			}
+		}
+	}
+	floor, ceil := shares(len(in.Queues), in.Members)
+	step.Balanced = len(owner) == len(in.Queues)
+	for i, m := range in.Members {
+		n := len(plan[m.ID])
+		if i == 0 || n > step.MaxLoad {
+			step.MaxLoad = n
+		}
+		if i == 0 || n < step.MinLoad {
+			step.MinLoad = n
+		}
+		if n < floor[i] || n > ceil[i] {
+			step.Balanced = false
+		}
+	}
+}
+
+// shares returns each member's floor and ceil of its weighted fair share Q*w/W.
+func shares(q int, members []allocate.Member) (floor, ceil []int) {
+	var total int64
+	for _, m := range members {
+		total += int64(max(m.Weight, 1))
+	}
+	for _, m := range members {
+		num := int64(q) * int64(max(m.Weight, 1))
+		f := int(num / total)
+		c := f
+		if num%total != 0 {
+			c++
+		}
+		floor, ceil = append(floor, f), append(ceil, c)
+	}
+	return floor, ceil
+}
+
+// lowerBound is the fewest queues any balanced plan takes from members that stay: member i must lose
+// max(0, prev_i - c_i) for its final count c_i, which is floor_i or, for R of the members with a
+// fractional share, floor_i+1. Raising a member saves one move exactly when it held more than its
+// floor, so the best choice raises min(R, number of such members).
+func lowerBound(in allocate.Input) int {
+	exists := map[allocate.Queue]bool{}
+	for _, q := range in.Queues {
+		exists[q] = true
+	}
+	floor, ceil := shares(len(in.Queues), in.Members)
+	extra := len(in.Queues)
+	bound, savable := 0, 0
+	for i, m := range in.Members {
+		extra -= floor[i]
+		held := 0
+		for _, q := range in.Previous[m.ID] {
+			if exists[q] {
+				held++
+			}
+		}
+		bound += max(0, held-floor[i])
+		if ceil[i] > floor[i] && held > floor[i] {
+			savable++
+		}
+	}
+	return bound - min(extra, savable)
+}
