@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // sticky is the Sticky strategy: a balanced plan that moves as few queues as balance forces and keeps
@@ -30,6 +31,20 @@ import (
 // they are dense (the RocketMQ case, ids 0..n-1) and by a comparison sort otherwise.
 type sticky struct {
 	maxSkew int
+	// scratch recycles the Q-sized index arrays between calls: a controller replans the same group
+	// again and again, and not reallocating them halves the garbage a replan leaves behind.
+	scratch sync.Pool
+}
+
+// stickyScratch holds the reusable Q-sized arrays of one call.
+type stickyScratch struct{ bufs [5][]int32 }
+
+// get returns buffer i with length n; its contents are arbitrary.
+func (s *stickyScratch) get(i, n int) []int32 {
+	if cap(s.bufs[i]) < n {
+		s.bufs[i] = make([]int32, n)
+	}
+	return s.bufs[i][:n]
 }
 
 func newSticky(p Params) (Strategy, error) {
@@ -78,7 +93,8 @@ type stickyState struct {
 	count  []int32 // queues currently held in owner
 	weight []int64
 
-	spare []int32 // a Q-sized buffer indexQueues is done with
+	spare   []int32 // a Q-sized buffer indexQueues is done with
+	scratch *stickyScratch
 
 	lastKey stickyGroupKey // the (topic, broker) of the last lookup: inputs come in runs of one broker
 	lastG   int32
@@ -86,7 +102,12 @@ type stickyState struct {
 
 // Allocate implements Strategy.
 func (s *sticky) Allocate(in Input) (Plan, error) {
-	st := &stickyState{in: in, skew: s.maxSkew}
+	sc, _ := s.scratch.Get().(*stickyScratch)
+	if sc == nil {
+		sc = &stickyScratch{}
+	}
+	defer s.scratch.Put(sc)
+	st := &stickyState{in: in, skew: s.maxSkew, scratch: sc}
 	if err := st.indexMembers(); err != nil {
 		return nil, err
 	}
@@ -163,7 +184,7 @@ func (st *stickyState) group(q Queue, create bool) int32 {
 func (st *stickyState) indexQueues() {
 	qs := st.in.Queues
 	st.groupIdx = make(map[stickyGroupKey]int32)
-	qg := make([]int32, len(qs))
+	qg := st.scratch.get(0, len(qs))
 	for k, q := range qs {
 		g := st.group(q, true)
 		qg[k] = g
@@ -173,7 +194,7 @@ func (st *stickyState) indexQueues() {
 	}
 
 	// Input indices bucketed by group, and each group's lookup table or sorted id list.
-	byGroup := make([]int32, len(qs))
+	byGroup := st.scratch.get(1, len(qs))
 	var off, tableLen int32
 	for g := range st.groups {
 		gr := &st.groups[g]
@@ -193,7 +214,7 @@ func (st *stickyState) indexQueues() {
 		byGroup[st.groups[g].byGroupOff+fill[g]] = int32(k)
 		fill[g]++
 	}
-	st.table = make([]int32, tableLen)
+	st.table = st.scratch.get(2, int(tableLen))
 	for i := range st.table {
 		st.table[i] = -1
 	}
@@ -244,7 +265,7 @@ func (st *stickyState) indexQueues() {
 		}
 		gr.unique = int32(len(st.order)) - gr.base
 	}
-	st.qzone = make([]int32, len(st.order))
+	st.qzone = st.scratch.get(3, len(st.order))
 	for _, g := range gorder {
 		gr := &st.groups[g]
 		for p := gr.base; p < gr.base+gr.unique; p++ {
@@ -357,7 +378,8 @@ func (st *stickyState) computeQuotas() {
 // within each kind the last in canonical order. Every other previous assignment stays.
 func (st *stickyState) releaseExcess() {
 	n := len(st.members)
-	st.owner = slices.Clone(st.prev)
+	st.owner = st.scratch.get(4, len(st.prev))
+	copy(st.owner, st.prev)
 	crossLeft := make([]int32, n)
 	inLeft := make([]int32, n)
 	over := false
