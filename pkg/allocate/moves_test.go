@@ -1,0 +1,36 @@
+package allocate
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestMovesWhenOneMemberJoins measures how many queues change owner when one member joins a group, the
+// figure docs/strategies.md quotes (run with -v). For ConsistentHash it also checks the property that makes
+// it worth having: every queue that moves, moves to the newcomer.
+func TestMovesWhenOneMemberJoins(t *testing.T) {
+	for _, size := range []struct{ queues, members int }{{1024, 64}, {8192, 512}} {
+		in := benchInput(size.queues, size.members)
+		joined := in
+		// A joiner whose id sorts in the middle of the others, as a new pod's generated name usually does.
+		joiner := Member{ID: fmt.Sprintf("10.0.0.%d@consumer-new", size.members/2), Zone: "zone-0"}
+		joined.Members = append(append([]Member{}, in.Members...), joiner)
+		for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby} {
+			s := mustNew(t, name, Params{})
+			before, err := s.Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := s.Allocate(joined)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := movedQueues(before, after)
+			t.Logf("%s %dx%d +1 member: %d of %d queues moved (%.1f%%), the newcomer got %d",
+				name, size.queues, size.members, moved, size.queues, 100*float64(moved)/float64(size.queues), len(after[joiner.ID]))
+			if name == ConsistentHash && moved != len(after[joiner.ID]) {
+				t.Errorf("ConsistentHash moved %d queues but only %d went to the newcomer", moved, len(after[joiner.ID]))
+			}
+		}
+	}
+}
