@@ -369,10 +369,76 @@ func (st *stickyState) computeQuotas() {
 		}
 		return cmp.Compare(a, b)
 	})
-	for _, i := range candidates[:extra] {
-		st.quota[i]++
+	saving := 0
+	for saving < len(candidates) && saving < extra && st.count[candidates[saving]] > st.quota[candidates[saving]] {
+		st.quota[candidates[saving]]++
+		saving++
+	}
+	st.spreadExtra(candidates[saving:], extra-saving)
+}
+
+// spreadExtra hands need extra queues to the first members of rest, which are ordered by largest
+// remainder then id, except that members in zones with more queues than their members' quotas go first:
+// the choice costs no move, and there the extra queue can be an in-zone one. Zones are scanned per
+// pick, so with more than stickyMaxZoneScan zones the plain order is used.
+func (st *stickyState) spreadExtra(rest []int32, need int) {
+	nz := len(st.zoneIDs)
+	picked := make([]bool, len(rest))
+	if need > 0 && nz > 0 && nz <= stickyMaxZoneScan {
+		surplus := make([]int64, nz)
+		for _, z := range st.qzone {
+			if z >= 0 {
+				surplus[z]++
+			}
+		}
+		for i, z := range st.mzone {
+			if z >= 0 {
+				surplus[z] -= int64(st.quota[i])
+			}
+		}
+		// Per zone, the positions in rest of its members, in rest's order.
+		inZone := make([][]int, nz)
+		for j, i := range rest {
+			if z := st.mzone[i]; z >= 0 {
+				inZone[z] = append(inZone[z], j)
+			}
+		}
+		cursor := make([]int, nz)
+		for need > 0 {
+			best := -1
+			for z := range nz {
+				if cursor[z] == len(inZone[z]) || surplus[z] <= 0 {
+					continue
+				}
+				if best < 0 || surplus[z] > surplus[best] ||
+					(surplus[z] == surplus[best] && inZone[z][cursor[z]] < inZone[best][cursor[best]]) {
+					best = z
+				}
+			}
+			if best < 0 {
+				break
+			}
+			j := inZone[best][cursor[best]]
+			cursor[best]++
+			surplus[best]--
+			picked[j] = true
+			st.quota[rest[j]]++
+			need--
+		}
+	}
+	for j, i := range rest {
+		if need == 0 {
+			break
+		}
+		if !picked[j] {
+			st.quota[i]++
+			need--
+		}
 	}
 }
+
+// stickyMaxZoneScan bounds the zones spreadExtra scans per pick, keeping it O(R) for realistic groups.
+const stickyMaxZoneScan = 64
 
 // releaseExcess makes every member over quota give up exactly its excess: cross-zone queues first, and
 // within each kind the last in canonical order. Every other previous assignment stays.

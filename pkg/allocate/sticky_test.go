@@ -543,6 +543,16 @@ func TestStickyCases(t *testing.T) {
 			cross: 0,
 		},
 		{
+			name: "the extra queue goes to the zone with queues to spare",
+			in: Input{
+				Queues:      append(q("broker-a", 4), q("broker-b", 4)...),
+				Members:     []Member{{ID: "a1", Zone: "zone-a"}, {ID: "a2", Zone: "zone-a"}, {ID: "b1", Zone: "zone-b"}},
+				BrokerZones: zones,
+			},
+			want:  map[string]int{"a1": 3, "a2": 2, "b1": 3},
+			cross: 1,
+		},
+		{
 			name:    "duplicate member",
 			in:      Input{Queues: q("broker-a", 2), Members: []Member{{ID: "a"}, {ID: "a"}}},
 			wantErr: true,
