@@ -64,10 +64,7 @@ func BenchmarkAllocate(b *testing.B) {
 		for _, size := range benchSizes {
 			in := benchInput(size.queues, size.members)
 			if name == ByMachineRoom {
-				// ByMachineRoom reads the room from the broker name itself.
-				for i := range in.Queues {
-					in.Queues[i].Broker = in.BrokerZones[in.Queues[i].Broker] + "@" + in.Queues[i].Broker
-				}
+				in.Queues = roomPrefixedBrokers(in)
 			}
 			s := benchStrategies(b, in)[name]
 			b.Run(fmt.Sprintf("%s/%dx%d", name, size.queues, size.members), func(b *testing.B) {

@@ -59,11 +59,12 @@ func (s consistentHash) Allocate(in Input) (Plan, error) {
 	return allocateConsistentHash(in, s.virtualNodes, s.hash, nil), nil
 }
 
-// hashMemo holds the ring positions one ConsistentHash computation found, for the next one to reuse.
+// hashMemo holds what one ConsistentHash computation found, for the next one to reuse.
 type hashMemo struct {
-	queues      []Queue  // sorted, as the last computation saw them
+	queues      []Queue  // sorted, as the last computation saw them; owned by the memo
 	queueHashes []uint32 // queueHashes[i] is the hash of queues[i]
-	points      map[string][]uint32
+	members     []Member // sorted, as the last computation saw them
+	ring        []uint64 // the sorted ring, member indices into members
 }
 
 // allocateConsistentHash computes the plan, hashing only what memo (nil for a cold computation) does not
@@ -74,68 +75,111 @@ func allocateConsistentHash(in Input, v int, hash HashFunc, memo *hashMemo) Plan
 		return emptyPlan(members)
 	}
 
-	// Phase 1: find which queues and members still need hashing.
+	// Phase 1: take over what memo knows, and list the queues and members that still need hashing.
 	queueHashes := make([]uint32, len(queues))
-	var missing []int32
-	if memo != nil {
-		missing = reuseQueueHashes(queueHashes, queues, memo.queues, memo.queueHashes)
+	var missingQueues []int32
+	var ring []uint64 // sorted points of members already known
+	var newMembers []int32
+	if memo != nil && memo.ring != nil {
+		missingQueues = reuseQueueHashes(queueHashes, queues, memo.queues, memo.queueHashes)
+		ring, newMembers = carryRing(members, memo.members, memo.ring, v)
 	} else {
-		missing = make([]int32, len(queues))
-		for i := range missing {
-			missing[i] = int32(i)
-		}
+		missingQueues = allIndices(len(queues))
+		newMembers = allIndices(len(members))
 	}
 
 	// Phase 2: hash. MD5 dominates, so with the default hash a second goroutine takes a share of the
 	// queues, sized so both do about the same number of MD5 blocks (a queue key is two blocks long, a
-	// ring key one) while this one also hashes the ring points.
-	ring := make([]uint64, 0, len(members)*v)
+	// ring key one) while this one also hashes the new ring points.
+	fresh := make([]uint64, 0, len(newMembers)*v)
 	var wg sync.WaitGroup
 	split := 0
-	if hash == nil && len(missing) >= parallelQueueHashing {
-		split = min(len(missing), (2*len(missing)+cap(ring))/4)
-		wg.Go(func() { hashQueues(queueHashes, queues, missing[:split], nil) })
-	}
-	var points map[string][]uint32
-	if memo != nil {
-		points = make(map[string][]uint32, len(members))
+	if hash == nil && len(missingQueues) >= parallelQueueHashing {
+		split = min(len(missingQueues), (2*len(missingQueues)+cap(fresh))/4)
+		wg.Go(func() { hashQueues(queueHashes, queues, missingQueues[:split], nil) })
 	}
 	var buf []byte
-	for i, m := range members {
-		if known, ok := memo.pointsOf(m.ID, v); ok {
-			for _, h := range known {
-				ring = append(ring, uint64(h)<<32|uint64(i))
-			}
-			points[m.ID] = known
-			continue
-		}
-		first := len(ring)
-		ring, buf = appendRingPoints(ring, buf, m.ID, int32(i), v, hash)
-		if points != nil {
-			own := make([]uint32, v)
-			for k, p := range ring[first:] {
-				own[k] = uint32(p >> 32)
-			}
-			points[m.ID] = own
-		}
+	for _, i := range newMembers {
+		fresh, buf = appendRingPoints(fresh, buf, members[i].ID, i, v, hash)
 	}
-	hashQueues(queueHashes, queues, missing[split:], hash)
+	hashQueues(queueHashes, queues, missingQueues[split:], hash)
 	wg.Wait()
-	if memo != nil {
-		memo.queues, memo.queueHashes, memo.points = queues, queueHashes, points
-	}
 
 	// Phase 3: order the ring, then route every queue.
-	slices.Sort(ring)
+	slices.Sort(fresh)
+	ring = mergeSorted(ring, fresh)
+	if memo != nil {
+		if len(missingQueues) > 0 || memo.queues == nil {
+			// queues may be the caller's slice; the memo must not change if the caller reuses it.
+			memo.queues = slices.Clone(queues)
+		}
+		memo.queueHashes, memo.members, memo.ring = queueHashes, members, ring
+	}
 	return routeQueues(queues, queueHashes, members, ring)
 }
 
-func (m *hashMemo) pointsOf(id string, v int) ([]uint32, bool) {
-	if m == nil {
-		return nil, false
+func allIndices(n int) []int32 {
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
 	}
-	p, ok := m.points[id]
-	return p, ok && len(p) == v
+	return idx
+}
+
+// carryRing keeps the points of prevRing whose member is still in members, renumbered to the member's new
+// index, and returns the indices of the members that have no points yet. Both member lists are sorted, so
+// renumbering keeps the ring sorted: order among equal hashes is by member, and the new numbering keeps
+// the members' order.
+func carryRing(members, prev []Member, prevRing []uint64, v int) ([]uint64, []int32) {
+	newIndex := make([]int32, len(prev))
+	known := make([]bool, len(members))
+	j := 0
+	for i, pm := range prev {
+		for j < len(members) && CompareUTF16(members[j].ID, pm.ID) < 0 {
+			j++
+		}
+		newIndex[i] = -1
+		if j < len(members) && members[j].ID == pm.ID {
+			newIndex[i] = int32(j)
+			known[j] = true
+		}
+	}
+	ring := make([]uint64, 0, len(members)*v)
+	for _, p := range prevRing {
+		if ni := newIndex[uint32(p)]; ni >= 0 {
+			ring = append(ring, p>>32<<32|uint64(ni))
+		}
+	}
+	var newMembers []int32
+	for i, ok := range known {
+		if !ok {
+			newMembers = append(newMembers, int32(i))
+		}
+	}
+	return ring, newMembers
+}
+
+// mergeSorted merges two sorted slices into a new sorted one (or returns one of them if the other is empty).
+func mergeSorted(a, b []uint64) []uint64 {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]uint64, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] <= b[j] {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 // reuseQueueHashes copies into dst the hashes of the queues that were also in the previous (sorted) list

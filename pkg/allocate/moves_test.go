@@ -15,8 +15,12 @@ func TestMovesWhenOneMemberJoins(t *testing.T) {
 		// A joiner whose id sorts in the middle of the others, as a new pod's generated name usually does.
 		joiner := Member{ID: fmt.Sprintf("10.0.0.%d@consumer-new", size.members/2), Zone: "zone-0"}
 		joined.Members = append(append([]Member{}, in.Members...), joiner)
-		for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby} {
-			s := mustNew(t, name, Params{})
+		for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom} {
+			s := mustNew(t, name, Params{MachineRooms: []string{"zone-0", "zone-1"}})
+			in, joined := in, joined
+			if name == ByMachineRoom {
+				in.Queues, joined.Queues = roomPrefixedBrokers(in), roomPrefixedBrokers(in)
+			}
 			before, err := s.Allocate(in)
 			if err != nil {
 				t.Fatal(err)
@@ -33,4 +37,15 @@ func TestMovesWhenOneMemberJoins(t *testing.T) {
 			}
 		}
 	}
+}
+
+// roomPrefixedBrokers renames each broker "<zone>@<broker>", the form ByMachineRoom reads rooms from, and
+// returns the queues sorted again.
+func roomPrefixedBrokers(in Input) []Queue {
+	out := make([]Queue, len(in.Queues))
+	for i, q := range in.Queues {
+		q.Broker = in.BrokerZones[q.Broker] + "@" + q.Broker
+		out[i] = q
+	}
+	return sortedQueues(out)
 }
