@@ -35,7 +35,8 @@ type Member struct {
 }
 
 // Plan maps each member id to its queues, in the order the member should consume them. Every member of
-// the input has an entry, possibly empty.
+// the input has an entry, possibly empty. A plan's lists may share memory with Input.Queues (Averagely
+// hands out slices of an already sorted queue list rather than copying it), so treat both as read-only.
 type Plan map[string][]Queue
 
 // Input is everything a strategy decides from. Queues and members may come in any order; a strategy sorts
