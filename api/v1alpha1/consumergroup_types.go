@@ -1,0 +1,353 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotation and label keys the operator reads on pods and writes on the objects it owns.
+const (
+	// ZoneAnnotation on a pod overrides the zone taken from its node's topology.kubernetes.io/zone label.
+	ZoneAnnotation = "messaging.consumergroup.io/zone"
+	// WeightAnnotation on a pod sets its weight for weight-aware strategies: a whole number from 1 to 1000.
+	WeightAnnotation = "messaging.consumergroup.io/weight"
+	// GroupLabel on an owned ConfigMap names the ConsumerGroup it publishes.
+	GroupLabel = "messaging.consumergroup.io/group"
+	// GenerationAnnotation on the assignment ConfigMap holds the assignment generation it publishes.
+	GenerationAnnotation = "messaging.consumergroup.io/assignment-generation"
+)
+
+// MessageModel says whether the group's members share the queues or each read all of them.
+// +kubebuilder:validation:Enum=Clustering;Broadcasting
+type MessageModel string
+
+const (
+	// Clustering gives every queue to exactly one member.
+	Clustering MessageModel = "Clustering"
+	// Broadcasting gives every queue to every member.
+	Broadcasting MessageModel = "Broadcasting"
+)
+
+// StrategyType names an allocation strategy.
+// +kubebuilder:validation:Enum=Averagely;AveragelyByCircle;ConsistentHash;MachineRoomNearby;ByMachineRoom;ByConfig;Sticky
+type StrategyType string
+
+// The strategy types; each is documented in docs/strategies.md.
+const (
+	Averagely         StrategyType = "Averagely"
+	AveragelyByCircle StrategyType = "AveragelyByCircle"
+	ConsistentHash    StrategyType = "ConsistentHash"
+	MachineRoomNearby StrategyType = "MachineRoomNearby"
+	ByMachineRoom     StrategyType = "ByMachineRoom"
+	ByConfig          StrategyType = "ByConfig"
+	Sticky            StrategyType = "Sticky"
+)
+
+// InnerStrategyType names a strategy MachineRoomNearby may apply inside each machine room.
+// +kubebuilder:validation:Enum=Averagely;AveragelyByCircle;ConsistentHash;Sticky
+type InnerStrategyType string
+
+// ConsumerGroupSpec is the desired state of a ConsumerGroup.
+// +kubebuilder:validation:XValidation:rule="has(self.selector.matchLabels) || has(self.selector.matchExpressions)",message="spec.selector: set matchLabels or matchExpressions; an empty selector would select every pod in the namespace"
+// +kubebuilder:validation:XValidation:rule="self.messageModel != 'Broadcasting' || self.strategy.type != 'ByConfig'",message="spec.strategy.type: ByConfig cannot be used with messageModel Broadcasting"
+type ConsumerGroupSpec struct {
+	// selector selects the member pods, in the group's namespace. A pod is a member while it is Running,
+	// Ready and not being deleted.
+	// +required
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// messageModel is Clustering (each queue has one owner) or Broadcasting (every member gets every queue).
+	// +optional
+	// +kubebuilder:default=Clustering
+	MessageModel MessageModel `json:"messageModel,omitempty"`
+
+	// topics lists the topics the group consumes and their queues.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Topics []Topic `json:"topics,omitempty"`
+
+	// strategy chooses how queues are spread over the members, with its parameters.
+	// +optional
+	// +kubebuilder:default={type: Averagely}
+	Strategy Strategy `json:"strategy,omitempty"`
+
+	// memberIdentity says what identifies a member: its pod name (the default) or the value of a pod
+	// annotation, such as a RocketMQ client id.
+	// +optional
+	// +kubebuilder:default={podName: {}}
+	MemberIdentity MemberIdentity `json:"memberIdentity,omitempty"`
+}
+
+// Topic is one topic and the queues its brokers hold.
+type Topic struct {
+	// name is the topic's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+
+	// brokers lists the brokers that hold queues of this topic.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	Brokers []Broker `json:"brokers"`
+}
+
+// Broker is one broker's share of a topic: queues 0 .. queues-1.
+type Broker struct {
+	// name is the broker's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+
+	// queues is how many queues of the topic this broker holds, numbered from 0.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	Queues int32 `json:"queues"`
+
+	// zone is the broker's machine room, for zone-aware strategies.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+}
+
+// Strategy chooses an allocation strategy. Only the parameters of the chosen type may be set.
+// +kubebuilder:validation:XValidation:rule="!has(self.consistentHash) || self.type == 'ConsistentHash'",message="spec.strategy.consistentHash may only be set when spec.strategy.type is ConsistentHash"
+// +kubebuilder:validation:XValidation:rule="!has(self.machineRoomNearby) || self.type == 'MachineRoomNearby'",message="spec.strategy.machineRoomNearby may only be set when spec.strategy.type is MachineRoomNearby"
+// +kubebuilder:validation:XValidation:rule="!has(self.byMachineRoom) || self.type == 'ByMachineRoom'",message="spec.strategy.byMachineRoom may only be set when spec.strategy.type is ByMachineRoom"
+// +kubebuilder:validation:XValidation:rule="!has(self.byConfig) || self.type == 'ByConfig'",message="spec.strategy.byConfig may only be set when spec.strategy.type is ByConfig"
+// +kubebuilder:validation:XValidation:rule="!has(self.sticky) || self.type == 'Sticky'",message="spec.strategy.sticky may only be set when spec.strategy.type is Sticky"
+// +kubebuilder:validation:XValidation:rule="self.type != 'ByMachineRoom' || has(self.byMachineRoom)",message="spec.strategy.byMachineRoom is required when spec.strategy.type is ByMachineRoom"
+// +kubebuilder:validation:XValidation:rule="self.type != 'ByConfig' || has(self.byConfig)",message="spec.strategy.byConfig is required when spec.strategy.type is ByConfig"
+type Strategy struct {
+	// type is the strategy: Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby,
+	// ByMachineRoom, ByConfig or Sticky.
+	// +required
+	Type StrategyType `json:"type"`
+
+	// consistentHash holds ConsistentHash's parameters.
+	// +optional
+	ConsistentHash *ConsistentHashParameters `json:"consistentHash,omitempty"`
+
+	// machineRoomNearby holds MachineRoomNearby's parameters.
+	// +optional
+	MachineRoomNearby *MachineRoomNearbyParameters `json:"machineRoomNearby,omitempty"`
+
+	// byMachineRoom holds ByMachineRoom's parameters.
+	// +optional
+	ByMachineRoom *ByMachineRoomParameters `json:"byMachineRoom,omitempty"`
+
+	// byConfig holds ByConfig's parameters.
+	// +optional
+	ByConfig *ByConfigParameters `json:"byConfig,omitempty"`
+
+	// sticky holds Sticky's parameters.
+	// +optional
+	Sticky *StickyParameters `json:"sticky,omitempty"`
+}
+
+// ConsistentHashParameters are ConsistentHash's parameters.
+type ConsistentHashParameters struct {
+	// virtualNodes is the number of ring points per member.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	VirtualNodes *int32 `json:"virtualNodes,omitempty"`
+}
+
+// MachineRoomNearbyParameters are MachineRoomNearby's parameters: the strategy applied inside each
+// machine room. A member's room is its zone; a broker's room is spec.topics[].brokers[].zone.
+// +kubebuilder:validation:XValidation:rule="!has(self.consistentHash) || self.inner == 'ConsistentHash'",message="spec.strategy.machineRoomNearby.consistentHash may only be set when spec.strategy.machineRoomNearby.inner is ConsistentHash"
+type MachineRoomNearbyParameters struct {
+	// inner is the strategy applied inside each machine room.
+	// +optional
+	// +kubebuilder:default=Averagely
+	Inner InnerStrategyType `json:"inner,omitempty"`
+
+	// consistentHash holds the inner ConsistentHash's parameters.
+	// +optional
+	ConsistentHash *ConsistentHashParameters `json:"consistentHash,omitempty"`
+}
+
+// ByMachineRoomParameters are ByMachineRoom's parameters.
+type ByMachineRoomParameters struct {
+	// machineRooms lists the data-centre names whose brokers ("<room>@<broker>") the group consumes.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	MachineRooms []string `json:"machineRooms"`
+}
+
+// ByConfigParameters are ByConfig's parameters: an explicit list of queues per member.
+type ByConfigParameters struct {
+	// assignments lists, for each member id, the queues it reads.
+	// +required
+	// +listType=map
+	// +listMapKey=member
+	// +kubebuilder:validation:MaxItems=1024
+	Assignments []MemberAssignment `json:"assignments"`
+}
+
+// MemberAssignment is one member's configured queues.
+type MemberAssignment struct {
+	// member is the member id.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Member string `json:"member"`
+
+	// queues lists the member's queues.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	Queues []QueueReference `json:"queues"`
+}
+
+// QueueReference names one queue.
+type QueueReference struct {
+	// topic is the queue's topic.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Topic string `json:"topic"`
+
+	// broker is the queue's broker.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Broker string `json:"broker"`
+
+	// queueId is the queue's number on its broker.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	QueueID int32 `json:"queueId"`
+}
+
+// StickyParameters are Sticky's parameters.
+type StickyParameters struct {
+	// maxSkew lets a member hold up to maxSkew queues more than its fair share when that keeps a queue in
+	// its broker's zone. 0 keeps strict balance.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
+	MaxSkew *int32 `json:"maxSkew,omitempty"`
+}
+
+// MemberIdentity says what identifies a member. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="has(self.podName) != has(self.annotation)",message="spec.memberIdentity: set exactly one of podName or annotation"
+type MemberIdentity struct {
+	// podName identifies each member by its pod name.
+	// +optional
+	PodName *PodNameIdentity `json:"podName,omitempty"`
+
+	// annotation identifies each member by the value of this pod annotation, for example a RocketMQ
+	// client id. A member pod without it makes the group Degraded.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Annotation *string `json:"annotation,omitempty"`
+}
+
+// PodNameIdentity selects the pod name as member id. It has no fields.
+type PodNameIdentity struct{}
+
+// ConsumerGroupStatus is what the operator last observed and published for a ConsumerGroup.
+type ConsumerGroupStatus struct {
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// assignmentGeneration is the generation of the published assignment; it grows by one each time the
+	// published plan changes.
+	// +optional
+	AssignmentGeneration int64 `json:"assignmentGeneration,omitempty"`
+
+	// assignmentConfigMap is the name of the ConfigMap that publishes the assignment.
+	// +optional
+	AssignmentConfigMap string `json:"assignmentConfigMap,omitempty"`
+
+	// memberCount is the number of members in the published assignment.
+	// +optional
+	MemberCount int32 `json:"memberCount,omitempty"`
+
+	// queueCount is the number of queues in the published assignment.
+	// +optional
+	QueueCount int32 `json:"queueCount,omitempty"`
+
+	// members summarises the published assignment per member.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// lastRebalanceTime is when the published plan last changed.
+	// +optional
+	LastRebalanceTime *metav1.Time `json:"lastRebalanceTime,omitempty"`
+
+	// conditions: Ready (the published assignment matches the spec and the current members) and
+	// Degraded (the operator cannot compute a new assignment; the last good one stays published).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberStatus is one member's line in the status.
+type MemberStatus struct {
+	// id is the member id.
+	// +required
+	ID string `json:"id"`
+
+	// pod is the member's pod name.
+	// +required
+	Pod string `json:"pod"`
+
+	// queues is how many queues the member holds.
+	// +required
+	Queues int32 `json:"queues"`
+}
+
+// ConsumerGroup says which pods consume a set of message queues and how the queues are spread over them.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cg,categories=messaging
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy.type`
+// +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.memberCount`
+// +kubebuilder:printcolumn:name="Queues",type=integer,JSONPath=`.status.queueCount`
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.assignmentGeneration`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ConsumerGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec ConsumerGroupSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status ConsumerGroupStatus `json:"status,omitempty"`
+}
+
+// ConsumerGroupList is a list of ConsumerGroups.
+// +kubebuilder:object:root=true
+type ConsumerGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ConsumerGroup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ConsumerGroup{}, &ConsumerGroupList{})
+}

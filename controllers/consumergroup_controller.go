@@ -1,0 +1,246 @@
+// Package controllers holds the ConsumerGroup reconciler.
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// Event reasons.
+const (
+	EventRebalanced = "Rebalanced"
+)
+
+// ConsumerGroupReconciler publishes, for every ConsumerGroup, which member pod reads which queue.
+type ConsumerGroupReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups/status,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile recomputes one group's assignment from the world and publishes it when it changed.
+func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var group v1alpha1.ConsumerGroup
+	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !group.DeletionTimestamp.IsZero() {
+		// The assignment ConfigMap is owned by the group and goes with it.
+		return ctrl.Result{}, nil
+	}
+
+	obs, err := r.observe(ctx, &group)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := decide(&group, obs, metav1.NewTime(r.Clock.Now()))
+	if d.publish != nil {
+		if err := r.publish(ctx, d.publish, d.staleKeys); err != nil {
+			return ctrl.Result{}, fmt.Errorf("publishing assignment: %w", err)
+		}
+		log.FromContext(ctx).Info("Published assignment", "generation", d.current.generation,
+			"members", len(d.members), "queues", d.queueCount, "moved", d.moved)
+	}
+
+	status := statusFor(&group, d.current, len(d.members), d.queueCount, d.problem, metav1.NewTime(r.Clock.Now()))
+	oldDegraded := meta.FindStatusCondition(group.Status.Conditions, ConditionDegraded)
+	if !equality.Semantic.DeepEqual(group.Status, status) {
+		updated := group.DeepCopy()
+		updated.Status = status
+		if err := r.Status().Update(ctx, updated); err != nil {
+			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
+		}
+	}
+
+	if d.rebalanced {
+		r.Recorder.Eventf(&group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
+			"Published assignment generation %d: %d queues over %d members, %d queues moved",
+			d.current.generation, d.queueCount, len(d.members), d.moved)
+	}
+	// One warning per distinct problem, not one per pass.
+	if d.problem != nil && (oldDegraded == nil || oldDegraded.Status != metav1.ConditionTrue ||
+		oldDegraded.Reason != d.problem.Reason || oldDegraded.Message != meta.FindStatusCondition(status.Conditions, ConditionDegraded).Message) {
+		r.Recorder.Eventf(&group, nil, corev1.EventTypeWarning, d.problem.Reason, "Plan", "%s", d.problem.Message)
+	}
+	return ctrl.Result{}, nil
+}
+
+// observation is the part of the world one group's assignment depends on.
+type observation struct {
+	// pods match the group's selector, in its namespace.
+	pods []corev1.Pod
+	// nodeZones maps the name of each node the pods run on to its zone label.
+	nodeZones map[string]string
+	// configMap is the published assignment, nil when there is none.
+	configMap *corev1.ConfigMap
+	// selectorProblem is set when the selector cannot be read.
+	selectorProblem *problem
+}
+
+func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup) (observation, error) {
+	var obs observation
+	var cm corev1.ConfigMap
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: AssignmentName(group.Name)}, &cm); {
+	case err == nil:
+		obs.configMap = &cm
+	case !apierrors.IsNotFound(err):
+		return obs, err
+	}
+
+	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
+	if err != nil {
+		obs.selectorProblem = &problem{ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err)}
+		return obs, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return obs, err
+	}
+	obs.pods = pods.Items
+	obs.nodeZones = map[string]string{}
+	for i := range pods.Items {
+		name := pods.Items[i].Spec.NodeName
+		if _, seen := obs.nodeZones[name]; seen || name == "" || !isMember(&pods.Items[i]) {
+			continue
+		}
+		var node corev1.Node
+		switch err := r.Get(ctx, types.NamespacedName{Name: name}, &node); {
+		case err == nil:
+			obs.nodeZones[name] = node.Labels[ZoneLabel]
+		case apierrors.IsNotFound(err):
+			obs.nodeZones[name] = ""
+		default:
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// decision is what one pass does: what to publish, if anything, and what is in force afterwards.
+type decision struct {
+	members []member
+	// publish is the ConfigMap to apply; nil when what is published is already right.
+	publish *corev1ac.ConfigMapApplyConfiguration
+	// staleKeys are keys of the published ConfigMap that the new data no longer holds.
+	staleKeys []string
+	// current is what is published once this pass is done.
+	current    publishedAssignment
+	queueCount int
+	moved      int
+	rebalanced bool
+	problem    *problem
+}
+
+// decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, the
+// assignment to publish. Any problem keeps the published assignment in place.
+func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) decision {
+	old := readAssignment(obs.configMap)
+	d := decision{current: old}
+	if obs.selectorProblem != nil {
+		d.problem = obs.selectorProblem
+		return d
+	}
+	members, prob := membersFor(group, obs.pods, obs.nodeZones)
+	if prob != nil {
+		d.problem = prob
+		return d
+	}
+	plan, queueCount, prob := planFor(group, members, old.plan())
+	if prob != nil {
+		d.problem = prob
+		return d
+	}
+	// The status keeps the generation when someone deleted the ConfigMap, so pods never see it go back.
+	generation := max(old.generation, group.Status.AssignmentGeneration)
+	data, prob := assignmentData(members, plan, generation)
+	if prob != nil {
+		d.problem = prob
+		return d
+	}
+	d.members, d.queueCount = members, queueCount
+	if obs.configMap != nil && maps.Equal(data, old.data) && old.generation == generation {
+		if !metadataIntact(group, obs.configMap, old.generation, old.rebalancedAt) {
+			d.publish = assignmentConfigMap(group, data, old.generation, old.rebalancedAt)
+		}
+		return d
+	}
+
+	generation++
+	data, _ = assignmentData(members, plan, generation)
+	for key := range old.data {
+		if _, ok := data[key]; !ok {
+			d.staleKeys = append(d.staleKeys, key)
+		}
+	}
+	slices.Sort(d.staleKeys)
+	d.publish = assignmentConfigMap(group, data, generation, now.Time)
+	d.moved = movedQueues(old.plan(), plan)
+	d.rebalanced = true
+	d.current = readAssignment(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Annotations: d.publish.Annotations},
+		Data:       data,
+	})
+	return d
+}
+
+// publish applies the assignment ConfigMap in one write. Keys that another field manager added stay after
+// an apply; they are removed with a second patch so that the ConfigMap holds exactly the published plan.
+func (r *ConsumerGroupReconciler) publish(ctx context.Context, cm *corev1ac.ConfigMapApplyConfiguration, staleKeys []string) error {
+	if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return err
+	}
+	remove := map[string]any{}
+	for _, key := range staleKeys {
+		if _, still := cm.Data[key]; still {
+			remove[key] = nil
+		}
+	}
+	if len(remove) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"data": remove})
+	if err != nil {
+		return err
+	}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: *cm.Namespace, Name: *cm.Name}}
+	return r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner))
+}
+
+// groupsSelecting lists the groups in pod's namespace whose selector matches pod's labels.
+func groupsSelecting(groups []v1alpha1.ConsumerGroup, podLabels map[string]string) []types.NamespacedName {
+	var out []types.NamespacedName
+	for i := range groups {
+		selector, err := metav1.LabelSelectorAsSelector(&groups[i].Spec.Selector)
+		if err != nil || !selector.Matches(labels.Set(podLabels)) {
+			continue
+		}
+		out = append(out, types.NamespacedName{Namespace: groups[i].Namespace, Name: groups[i].Name})
+	}
+	return out
+}

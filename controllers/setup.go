@@ -1,0 +1,95 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
+const podNodeIndex = "spec.nodeName"
+
+// SetupWithManager registers the reconciler and its watches: groups (spec changes), the ConfigMaps they
+// own (restored when edited or deleted), pods (mapped to the groups whose selector matches them) and
+// nodes (a zone label change re-plans the groups with members on that node).
+func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
+		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("consumergroup").
+		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
+			builder.WithPredicates(zoneChanged())).
+		Complete(r)
+}
+
+// groupsForPod maps a pod to the groups whose selector matches it. On an update controller-runtime calls
+// it for the old and the new pod, so a pod whose labels no longer match still reaches its old group.
+func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	var groups v1alpha1.ConsumerGroupList
+	if err := r.List(ctx, &groups, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list groups for a pod", "pod", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	return requests(groupsSelecting(groups.Items, o.GetLabels()))
+}
+
+// groupsForNode maps a node to the groups that have pods on it.
+func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.MatchingFields{podNodeIndex: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", o.GetName())
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []types.NamespacedName
+	for i := range pods.Items {
+		for _, g := range r.groupsForPod(ctx, &pods.Items[i]) {
+			if !seen[g.NamespacedName] {
+				seen[g.NamespacedName] = true
+				out = append(out, g.NamespacedName)
+			}
+		}
+	}
+	return requests(out)
+}
+
+func requests(names []types.NamespacedName) []reconcile.Request {
+	out := make([]reconcile.Request, len(names))
+	for i, n := range names {
+		out[i] = reconcile.Request{NamespacedName: n}
+	}
+	return out
+}
+
+// zoneChanged passes node updates that change the zone label, and nothing else: a node's status changes
+// every few seconds and none of it matters to an assignment.
+func zoneChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[ZoneLabel] != e.ObjectNew.GetLabels()[ZoneLabel]
+		},
+	}
+}

@@ -1,0 +1,86 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// Condition types and the reasons of healthy states.
+const (
+	ConditionReady    = "Ready"
+	ConditionDegraded = "Degraded"
+
+	ReasonAssigned  = "Assigned"
+	ReasonNoMembers = "NoMembers"
+	ReasonHealthy   = "Healthy"
+)
+
+// statusFor computes the group's status from what is published after this pass and the problem, if
+// any, that kept the operator from publishing a new plan. It starts from the current status so that
+// condition transition times move only when a condition flips.
+func statusFor(group *v1alpha1.ConsumerGroup, current publishedAssignment, memberCount int, queueCount int, prob *problem, now metav1.Time) v1alpha1.ConsumerGroupStatus {
+	status := *group.Status.DeepCopy()
+	status.ObservedGeneration = group.Generation
+	status.AssignmentConfigMap = ""
+	status.AssignmentGeneration = current.generation
+	status.Members = nil
+	status.LastRebalanceTime = nil
+	if current.generation > 0 {
+		status.AssignmentConfigMap = AssignmentName(group.Name)
+		if !current.rebalancedAt.IsZero() {
+			t := metav1.NewTime(current.rebalancedAt)
+			status.LastRebalanceTime = &t
+		}
+	}
+
+	// Member lines and counts describe what is published, which is what the pods act on.
+	queues := map[string]bool{}
+	for pod, e := range current.entries {
+		n, _ := e.Count()
+		status.Members = append(status.Members, v1alpha1.MemberStatus{ID: e.Member, Pod: pod, Queues: int32(n)})
+		if prob == nil {
+			continue
+		}
+		if qs, err := e.Expand(); err == nil {
+			for _, q := range qs {
+				queues[q.String()] = true
+			}
+		}
+	}
+	slices.SortFunc(status.Members, func(a, b v1alpha1.MemberStatus) int { return strings.Compare(a.ID, b.ID) })
+	status.MemberCount = int32(len(status.Members))
+	status.QueueCount = int32(queueCount)
+	if prob != nil {
+		// The spec could not be planned, so count the queues the published plan holds.
+		status.QueueCount = int32(len(queues))
+	}
+
+	ready := metav1.Condition{Type: ConditionReady, ObservedGeneration: group.Generation, LastTransitionTime: now}
+	degraded := metav1.Condition{Type: ConditionDegraded, ObservedGeneration: group.Generation, LastTransitionTime: now}
+	switch {
+	case prob != nil:
+		ready.Status, ready.Reason = metav1.ConditionFalse, prob.Reason
+		ready.Message = prob.Message
+		if current.generation > 0 {
+			ready.Message += fmt.Sprintf("; assignment generation %d stays published", current.generation)
+		}
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, prob.Reason, ready.Message
+	case memberCount == 0:
+		ready.Status, ready.Reason = metav1.ConditionFalse, ReasonNoMembers
+		ready.Message = "No Running and Ready pod matches spec.selector"
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionFalse, ReasonHealthy, "The assignment follows the spec and the members"
+	default:
+		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonAssigned
+		ready.Message = fmt.Sprintf("Assignment generation %d gives %d queues to %d members", current.generation, queueCount, memberCount)
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionFalse, ReasonHealthy, "The assignment follows the spec and the members"
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	meta.SetStatusCondition(&status.Conditions, degraded)
+	return status
+}
