@@ -70,13 +70,13 @@ type ConsumerGroupSpec struct {
 	// strategy chooses how queues are spread over the members, with its parameters.
 	// +optional
 	// +kubebuilder:default={type: Averagely}
-	Strategy Strategy `json:"strategy,omitempty"`
+	Strategy Strategy `json:"strategy,omitzero"`
 
 	// memberIdentity says what identifies a member: its pod name (the default) or the value of a pod
 	// annotation, such as a RocketMQ client id.
 	// +optional
 	// +kubebuilder:default={podName: {}}
-	MemberIdentity MemberIdentity `json:"memberIdentity,omitempty"`
+	MemberIdentity MemberIdentity `json:"memberIdentity,omitzero"`
 }
 
 // Topic is one topic and the queues its brokers hold.
@@ -243,8 +243,8 @@ type StickyParameters struct {
 	MaxSkew *int32 `json:"maxSkew,omitempty"`
 }
 
-// MemberIdentity says what identifies a member. Exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="has(self.podName) != has(self.annotation)",message="spec.memberIdentity: set exactly one of podName or annotation"
+// MemberIdentity says what identifies a member: the pod name unless annotation is set.
+// +kubebuilder:validation:XValidation:rule="!(has(self.podName) && has(self.annotation))",message="spec.memberIdentity: set at most one of podName or annotation"
 type MemberIdentity struct {
 	// podName identifies each member by its pod name.
 	// +optional

@@ -1,0 +1,465 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+)
+
+const waitFor = 20 * time.Second
+
+// published decodes a group's assignment ConfigMap: pod name → entry and queues.
+type published struct {
+	generation int64
+	entries    map[string]assignment.Entry
+	queues     map[string][]allocate.Queue
+}
+
+func readPublished(cm *corev1.ConfigMap) (published, error) {
+	p := published{entries: map[string]assignment.Entry{}, queues: map[string][]allocate.Queue{}}
+	var err error
+	p.generation, err = strconv.ParseInt(cm.Annotations[v1alpha1.GenerationAnnotation], 10, 64)
+	if err != nil {
+		return p, fmt.Errorf("generation annotation: %w", err)
+	}
+	for pod, value := range cm.Data {
+		e, qs, err := assignment.Decode([]byte(value))
+		if err != nil {
+			return p, fmt.Errorf("entry of %s: %w", pod, err)
+		}
+		if e.Generation != p.generation {
+			return p, fmt.Errorf("entry of %s has generation %d, the ConfigMap %d", pod, e.Generation, p.generation)
+		}
+		p.entries[pod], p.queues[pod] = e, qs
+	}
+	return p, nil
+}
+
+// waitForAssignment waits until the group's ConfigMap lists exactly pods and check accepts it.
+func waitForAssignment(t *testing.T, ns, group string, pods []string, check func(published) error) published {
+	t.Helper()
+	var last published
+	eventually(t, waitFor, func() error {
+		cm := getAssignment(t, ns, group)
+		if cm == nil {
+			return fmt.Errorf("no assignment ConfigMap yet")
+		}
+		var err error
+		if last, err = readPublished(cm); err != nil {
+			return err
+		}
+		got := slices.Sorted(mapsKeys(last.entries))
+		want := slices.Sorted(slices.Values(pods))
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("assignment lists pods %v, want %v", got, want)
+		}
+		if check != nil {
+			return check(last)
+		}
+		return nil
+	})
+	return last
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// partitionOf checks that every one of want queues has exactly one owner in p.
+func partitionOf(want int) func(published) error {
+	return func(p published) error {
+		seen := map[allocate.Queue]string{}
+		for pod, qs := range p.queues {
+			for _, q := range qs {
+				if other, dup := seen[q]; dup {
+					return fmt.Errorf("queue %s is listed for %s and %s", q, other, pod)
+				}
+				seen[q] = pod
+			}
+		}
+		if len(seen) != want {
+			return fmt.Errorf("%d queues assigned, want %d", len(seen), want)
+		}
+		return nil
+	}
+}
+
+func waitForCondition(t *testing.T, ns, group, condType string, status metav1.ConditionStatus, reason string) *v1alpha1.ConsumerGroup {
+	t.Helper()
+	var g *v1alpha1.ConsumerGroup
+	eventually(t, waitFor, func() error {
+		g = getGroup(t, ns, group)
+		c := meta.FindStatusCondition(g.Status.Conditions, condType)
+		if c == nil {
+			return fmt.Errorf("no %s condition yet", condType)
+		}
+		if c.Status != status || c.Reason != reason || c.ObservedGeneration != g.Generation {
+			return fmt.Errorf("%s is %s/%s (observed generation %d of %d), want %s/%s", condType, c.Status, c.Reason, c.ObservedGeneration, g.Generation, status, reason)
+		}
+		return nil
+	})
+	return g
+}
+
+func TestAssignmentForReadyPods(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "orders").topic("orders", broker("broker-a", 8, ""), broker("broker-b", 8, "")).create(t)
+	for i := range 3 {
+		newPod(ns, fmt.Sprintf("orders-%d", i), "orders").create(t)
+	}
+	newPod(ns, "orders-unready", "orders").notReady().create(t)
+	newPod(ns, "other-app", "other").create(t)
+
+	p := waitForAssignment(t, ns, "orders", []string{"orders-0", "orders-1", "orders-2"}, partitionOf(16))
+	for pod, e := range p.entries {
+		if e.Member != pod {
+			t.Errorf("entry of %s names member %q, want the pod name", pod, e.Member)
+		}
+		if n := len(p.queues[pod]); n < 5 || n > 6 {
+			t.Errorf("%s holds %d queues, want 5 or 6 (16 over 3)", pod, n)
+		}
+	}
+	waitForCondition(t, ns, "orders", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	var g *v1alpha1.ConsumerGroup
+	eventually(t, waitFor, func() error {
+		if g = getGroup(t, ns, "orders"); g.Status.AssignmentGeneration != p.generation {
+			return fmt.Errorf("status shows generation %d, the ConfigMap %d", g.Status.AssignmentGeneration, p.generation)
+		}
+		return nil
+	})
+	if g.Status.MemberCount != 3 || g.Status.QueueCount != 16 || g.Status.AssignmentGeneration != p.generation {
+		t.Errorf("status counts members=%d queues=%d generation=%d, want 3, 16, %d", g.Status.MemberCount, g.Status.QueueCount, g.Status.AssignmentGeneration, p.generation)
+	}
+	if len(g.Status.Members) != 3 || g.Status.LastRebalanceTime == nil || g.Status.AssignmentConfigMap != "orders-assignment" {
+		t.Errorf("status members=%v lastRebalanceTime=%v configMap=%q", g.Status.Members, g.Status.LastRebalanceTime, g.Status.AssignmentConfigMap)
+	}
+	cm := getAssignment(t, ns, "orders")
+	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != g.UID {
+		t.Errorf("ConfigMap's controller is %v, want the group", owner)
+	}
+	if cm.Labels[v1alpha1.GroupLabel] != "orders" {
+		t.Errorf("ConfigMap labels %v lack the group label", cm.Labels)
+	}
+	waitForEvent(t, ns, "orders", EventRebalanced)
+}
+
+func TestScalingRebalances(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "g").topic("t", broker("b", 12, "")).create(t)
+	pods := []*corev1.Pod{newPod(ns, "g-0", "g").create(t), newPod(ns, "g-1", "g").create(t)}
+	first := waitForAssignment(t, ns, "g", []string{"g-0", "g-1"}, partitionOf(12))
+
+	t.Run("scale up", func(t *testing.T) {
+		pods = append(pods, newPod(ns, "g-2", "g").create(t))
+		p := waitForAssignment(t, ns, "g", []string{"g-0", "g-1", "g-2"}, partitionOf(12))
+		if p.generation != first.generation+1 {
+			t.Errorf("generation %d after scale-up, want %d", p.generation, first.generation+1)
+		}
+		for pod, qs := range p.queues {
+			if len(qs) != 4 {
+				t.Errorf("%s holds %d queues, want 4", pod, len(qs))
+			}
+		}
+	})
+	t.Run("pod goes NotReady", func(t *testing.T) {
+		setPodReady(t, pods[1], false)
+		waitForAssignment(t, ns, "g", []string{"g-0", "g-2"}, partitionOf(12))
+	})
+	t.Run("pod deleted", func(t *testing.T) {
+		must(t, k8s.Delete(context.Background(), pods[2]))
+		waitForAssignment(t, ns, "g", []string{"g-0"}, partitionOf(12))
+	})
+	t.Run("pod labels no longer match", func(t *testing.T) {
+		setPodReady(t, pods[1], true)
+		waitForAssignment(t, ns, "g", []string{"g-0", "g-1"}, partitionOf(12))
+		p := pods[0].DeepCopy()
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+		p.Labels["app"] = "elsewhere"
+		must(t, k8s.Update(context.Background(), p))
+		waitForAssignment(t, ns, "g", []string{"g-1"}, partitionOf(12))
+	})
+	t.Run("last member leaves", func(t *testing.T) {
+		setPodReady(t, pods[1], false)
+		waitForAssignment(t, ns, "g", nil, nil)
+		waitForCondition(t, ns, "g", ConditionReady, metav1.ConditionFalse, ReasonNoMembers)
+	})
+}
+
+func TestBroadcasting(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "b").topic("t", broker("x", 3, ""), broker("y", 2, "")).broadcasting().create(t)
+	newPod(ns, "b-0", "b").create(t)
+	newPod(ns, "b-1", "b").create(t)
+	waitForAssignment(t, ns, "b", []string{"b-0", "b-1"}, func(p published) error {
+		for pod, qs := range p.queues {
+			if len(qs) != 5 {
+				return fmt.Errorf("%s holds %d queues, want all 5", pod, len(qs))
+			}
+		}
+		return nil
+	})
+}
+
+// TestEachStrategyEndToEnd runs every strategy the API offers once through the operator.
+func TestEachStrategyEndToEnd(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	createNode(t, ns+"-node-a", "zone-a")
+	createNode(t, ns+"-node-b", "zone-b")
+	cases := []struct {
+		strategy v1alpha1.Strategy
+		// queues is how many of the 12 queues the plan covers.
+		queues int
+	}{
+		{v1alpha1.Strategy{Type: v1alpha1.Averagely}, 12},
+		{v1alpha1.Strategy{Type: v1alpha1.AveragelyByCircle}, 12},
+		{v1alpha1.Strategy{Type: v1alpha1.ConsistentHash, ConsistentHash: &v1alpha1.ConsistentHashParameters{VirtualNodes: ptr.To[int32](50)}}, 12},
+		{v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby, MachineRoomNearby: &v1alpha1.MachineRoomNearbyParameters{Inner: "AveragelyByCircle"}}, 12},
+		// Only brokers named "<room>@<broker>" in a listed room count: 6 of the 12 queues.
+		{v1alpha1.Strategy{Type: v1alpha1.ByMachineRoom, ByMachineRoom: &v1alpha1.ByMachineRoomParameters{MachineRooms: []string{"dc1"}}}, 6},
+		{v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: []v1alpha1.MemberAssignment{
+			{Member: "s-byconfig-0", Queues: []v1alpha1.QueueReference{{Topic: "t", Broker: "dc1@a", QueueID: 0}, {Topic: "t", Broker: "dc2@b", QueueID: 5}}},
+			{Member: "s-byconfig-1", Queues: []v1alpha1.QueueReference{{Topic: "t", Broker: "dc1@a", QueueID: 1}}},
+		}}}, 3},
+		{v1alpha1.Strategy{Type: v1alpha1.Sticky}, 12},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.strategy.Type), func(t *testing.T) {
+			name := "s-" + strings.ToLower(string(tc.strategy.Type))
+			newGroup(ns, name).topic("t", broker("dc1@a", 6, "zone-a"), broker("dc2@b", 6, "zone-b")).strategy(tc.strategy).create(t)
+			newPod(ns, name+"-0", name).onNode(ns + "-node-a").create(t)
+			newPod(ns, name+"-1", name).onNode(ns + "-node-b").create(t)
+			p := waitForAssignment(t, ns, name, []string{name + "-0", name + "-1"}, partitionOf(tc.queues))
+			if tc.strategy.Type == v1alpha1.MachineRoomNearby {
+				// Each member reads only its own zone's broker.
+				for pod, qs := range p.queues {
+					want := map[string]string{name + "-0": "dc1@a", name + "-1": "dc2@b"}[pod]
+					for _, q := range qs {
+						if q.Broker != want {
+							t.Errorf("%s holds %s, outside its zone", pod, q)
+						}
+					}
+				}
+			}
+			waitForCondition(t, ns, name, ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+		})
+	}
+}
+
+func TestZoneFromNodeLabel(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	nodeA := createNode(t, ns+"-a", "zone-a")
+	createNode(t, ns+"-b", "zone-b")
+	newGroup(ns, "z").topic("t", broker("broker-a", 4, "zone-a"), broker("broker-b", 4, "zone-b")).
+		strategy(v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby}).create(t)
+	newPod(ns, "z-0", "z").onNode(nodeA.Name).create(t)
+	newPod(ns, "z-1", "z").onNode(ns + "-b").create(t)
+	// The annotation overrides the node's zone.
+	newPod(ns, "z-2", "z").onNode(nodeA.Name).annotate(v1alpha1.ZoneAnnotation, "zone-b").create(t)
+
+	brokersOf := func(p published, pod string) []string {
+		var out []string
+		for _, q := range p.queues[pod] {
+			if !slices.Contains(out, q.Broker) {
+				out = append(out, q.Broker)
+			}
+		}
+		return out
+	}
+	waitForAssignment(t, ns, "z", []string{"z-0", "z-1", "z-2"}, func(p published) error {
+		if err := partitionOf(8)(p); err != nil {
+			return err
+		}
+		if got := brokersOf(p, "z-0"); !slices.Equal(got, []string{"broker-a"}) || len(p.queues["z-0"]) != 4 {
+			return fmt.Errorf("z-0 (zone-a) holds %v", p.queues["z-0"])
+		}
+		if got := brokersOf(p, "z-2"); !slices.Equal(got, []string{"broker-b"}) {
+			return fmt.Errorf("z-2 (zone-b by annotation) holds %v", p.queues["z-2"])
+		}
+		return nil
+	})
+
+	// Moving node A to zone-b leaves zone-a without members: its queues go to everyone.
+	nodeA.Labels[ZoneLabel] = "zone-b"
+	must(t, k8s.Update(context.Background(), nodeA))
+	waitForAssignment(t, ns, "z", []string{"z-0", "z-1", "z-2"}, func(p published) error {
+		if got := brokersOf(p, "z-0"); !slices.Contains(got, "broker-b") {
+			return fmt.Errorf("z-0 (now zone-b) holds %v", p.queues["z-0"])
+		}
+		return partitionOf(8)(p)
+	})
+}
+
+func TestAnnotationIdentity(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	const key = "rocketmq.apache.org/client-id"
+	newGroup(ns, "a").topic("t", broker("b", 4, "")).identityAnnotation(key).create(t)
+	newPod(ns, "a-0", "a").annotate(key, "10.0.0.1@1").create(t)
+	newPod(ns, "a-1", "a").annotate(key, "10.0.0.2@1").create(t)
+	waitForAssignment(t, ns, "a", []string{"a-0", "a-1"}, func(p published) error {
+		if p.entries["a-0"].Member != "10.0.0.1@1" || p.entries["a-1"].Member != "10.0.0.2@1" {
+			return fmt.Errorf("members %q, %q", p.entries["a-0"].Member, p.entries["a-1"].Member)
+		}
+		return partitionOf(4)(p)
+	})
+
+	// A second pod claiming the same id is refused; the published plan stays.
+	before := getAssignment(t, ns, "a")
+	newPod(ns, "a-2", "a").annotate(key, "10.0.0.1@1").create(t)
+	waitForCondition(t, ns, "a", ConditionDegraded, metav1.ConditionTrue, ReasonDuplicateMemberID)
+	if after := getAssignment(t, ns, "a"); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the ConfigMap was rewritten while the membership was invalid")
+	}
+}
+
+func TestInvalidAnnotationKeepsLastPlan(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "w").topic("t", broker("b", 6, "")).create(t)
+	newPod(ns, "w-0", "w").create(t)
+	newPod(ns, "w-1", "w").create(t)
+	waitForAssignment(t, ns, "w", []string{"w-0", "w-1"}, partitionOf(6))
+	waitForCondition(t, ns, "w", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	before := getAssignment(t, ns, "w")
+
+	bad := newPod(ns, "w-2", "w").annotate(v1alpha1.WeightAnnotation, "heavy").create(t)
+	g := waitForCondition(t, ns, "w", ConditionDegraded, metav1.ConditionTrue, ReasonInvalidMemberAnnotation)
+	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "w-2") {
+		t.Errorf("Ready is %s: %q; want False naming the pod", c.Status, c.Message)
+	}
+	if g.Status.MemberCount != 2 {
+		t.Errorf("status shows %d members, want the 2 of the plan still published", g.Status.MemberCount)
+	}
+	if after := getAssignment(t, ns, "w"); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the ConfigMap was rewritten while a pod's annotation was invalid")
+	}
+	waitForEvent(t, ns, "w", ReasonInvalidMemberAnnotation)
+
+	// Fixing the annotation brings the pod in.
+	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(bad), bad))
+	bad.Annotations[v1alpha1.WeightAnnotation] = "2"
+	must(t, k8s.Update(context.Background(), bad))
+	waitForAssignment(t, ns, "w", []string{"w-0", "w-1", "w-2"}, partitionOf(6))
+	waitForCondition(t, ns, "w", ConditionDegraded, metav1.ConditionFalse, ReasonHealthy)
+}
+
+func TestConfigMapRestored(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "r").topic("t", broker("b", 4, "")).create(t)
+	newPod(ns, "r-0", "r").create(t)
+	newPod(ns, "r-1", "r").create(t)
+	first := waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
+
+	t.Run("deleted", func(t *testing.T) {
+		must(t, k8s.Delete(context.Background(), getAssignment(t, ns, "r")))
+		p := waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
+		if p.generation <= first.generation {
+			t.Errorf("restored at generation %d, want more than %d so pods never see it go back", p.generation, first.generation)
+		}
+	})
+	t.Run("entry edited", func(t *testing.T) {
+		cm := getAssignment(t, ns, "r")
+		cm.Data["r-0"] = cm.Data["r-1"]
+		must(t, k8s.Update(context.Background(), cm))
+		waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
+	})
+	t.Run("key added", func(t *testing.T) {
+		cm := getAssignment(t, ns, "r")
+		cm.Data["intruder"] = cm.Data["r-1"]
+		must(t, k8s.Update(context.Background(), cm))
+		waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
+	})
+}
+
+// TestNothingWrittenWhenNothingChanged checks steady state and a restart of the operator: passes that
+// find the world as published write neither the ConfigMap nor the status.
+func TestNothingWrittenWhenNothingChanged(t *testing.T) {
+	ns := newNamespace(t)
+	stop := startManager(t, ns)
+	newGroup(ns, "s").topic("t", broker("b", 8, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(t)
+	pods := []*corev1.Pod{newPod(ns, "s-0", "s").create(t), newPod(ns, "s-1", "s").create(t)}
+	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
+	waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+
+	versions := func() (string, string) {
+		return getAssignment(t, ns, "s").ResourceVersion, getGroup(t, ns, "s").ResourceVersion
+	}
+	// Let the passes triggered by the status write settle before recording versions.
+	time.Sleep(500 * time.Millisecond)
+	cmVersion, groupVersion := versions()
+
+	t.Run("steady state", func(t *testing.T) {
+		passes := reconcileCount(t)
+		// A pod change that does not affect membership triggers a pass.
+		p := pods[0].DeepCopy()
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+		p.Labels["unrelated"] = "yes"
+		must(t, k8s.Update(context.Background(), p))
+		eventually(t, waitFor, func() error {
+			if reconcileCount(t) <= passes {
+				return fmt.Errorf("no reconcile pass yet")
+			}
+			return nil
+		})
+		if cm, g := versions(); cm != cmVersion || g != groupVersion {
+			t.Errorf("a pass that changed nothing wrote: ConfigMap %s→%s, group %s→%s", cmVersion, cm, groupVersion, g)
+		}
+	})
+	t.Run("fresh manager", func(t *testing.T) {
+		stop()
+		passes := reconcileCount(t)
+		startManager(t, ns)
+		eventually(t, waitFor, func() error {
+			if reconcileCount(t) <= passes {
+				return fmt.Errorf("the new manager made no pass yet")
+			}
+			return nil
+		})
+		if cm, g := versions(); cm != cmVersion || g != groupVersion {
+			t.Errorf("a restarted operator wrote: ConfigMap %s→%s, group %s→%s", cmVersion, cm, groupVersion, g)
+		}
+	})
+}
+
+func waitForEvent(t *testing.T, ns, group, reason string) {
+	t.Helper()
+	eventually(t, waitFor, func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == group && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event for %s among %d events", reason, group, len(list.Items))
+	})
+}

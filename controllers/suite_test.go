@@ -1,0 +1,208 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// The package shares one real API server (etcd + kube-apiserver) across its tests; each test works in a
+// namespace of its own and runs its own manager scoped to it.
+var (
+	testEnv    *envtest.Environment
+	restConfig *rest.Config
+	k8s        client.Client
+	testScheme = runtime.NewScheme()
+	nsCounter  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
+		os.Exit(1)
+	}
+	// The operator's logs are noise in a passing run; TEST_LOG=1 shows them.
+	logOut := io.Discard
+	if os.Getenv("TEST_LOG") != "" {
+		logOut = os.Stderr
+	}
+	logf.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
+	if err := clientgoscheme.AddToScheme(testScheme); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(testScheme); err != nil {
+		panic(err)
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	restConfig, err = testEnv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(restConfig, client.Options{Scheme: testScheme})
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if err := testEnv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(strings.ReplaceAll(name, "_", "-"), "-")
+	must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	return name
+}
+
+// startManager runs the operator scoped to namespace until the test ends or stop is called.
+func startManager(t *testing.T, namespace string) (stop func()) {
+	t.Helper()
+	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: testScheme,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.ConfigMap{}: {Label: managed},
+				&corev1.Pod{}:       {Transform: StripPod},
+			},
+		},
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	must(t, err)
+	r := &ConsumerGroupReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("consumergroup-operator"),
+		Clock:    clock.RealClock{},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	must(t, r.SetupWithManager(ctx, mgr))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// reconcileCount is how many passes the consumergroup controller has made, in this process.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	must(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelValue(m, "controller") == "consumergroup" {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// eventually polls check until it returns nil, failing the test with check's last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getGroup reads a group.
+func getGroup(t *testing.T, ns, name string) *v1alpha1.ConsumerGroup {
+	t.Helper()
+	var g v1alpha1.ConsumerGroup
+	must(t, k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &g))
+	return &g
+}
+
+// getAssignment reads a group's assignment ConfigMap; nil when absent.
+func getAssignment(t *testing.T, ns, group string) *corev1.ConfigMap {
+	t.Helper()
+	var cm corev1.ConfigMap
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: AssignmentName(group)}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	must(t, err)
+	return &cm
+}

@@ -1,0 +1,70 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// TestValidationRejectsBadSpecs checks each OpenAPI and CEL rule of the CRD against the real API server:
+// the bad spec is refused, with a message that names the field.
+func TestValidationRejectsBadSpecs(t *testing.T) {
+	ns := newNamespace(t)
+	valid := func() *groupBuilder { return newGroup(ns, "v").topic("t", broker("b", 4, "")) }
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.ConsumerGroup)
+		want   string
+	}{
+		{"empty selector", func(g *v1alpha1.ConsumerGroup) { g.Spec.Selector = metav1.LabelSelector{} }, "spec.selector"},
+		{"duplicate topic", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics = append(g.Spec.Topics, g.Spec.Topics[0]) }, "spec.topics[1]: Duplicate value"},
+		{"duplicate broker", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Topics[0].Brokers = append(g.Spec.Topics[0].Brokers, broker("b", 2, ""))
+		}, "spec.topics[0].brokers[1]: Duplicate value"},
+		{"negative queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = -1 }, "spec.topics[0].brokers[0].queues"},
+		{"too many queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = 70000 }, "spec.topics[0].brokers[0].queues"},
+		{"topic without brokers", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers = nil }, "spec.topics[0].brokers"},
+		{"unknown strategy", func(g *v1alpha1.ConsumerGroup) { g.Spec.Strategy.Type = "Random" }, "spec.strategy.type"},
+		{"parameters of another type", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy.ConsistentHash = &v1alpha1.ConsistentHashParameters{VirtualNodes: ptr.To[int32](5)}
+		}, "spec.strategy.consistentHash may only be set when spec.strategy.type is ConsistentHash"},
+		{"negative virtual nodes", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.ConsistentHash, ConsistentHash: &v1alpha1.ConsistentHashParameters{VirtualNodes: ptr.To[int32](-1)}}
+		}, "spec.strategy.consistentHash.virtualNodes"},
+		{"ByMachineRoom without rooms", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.ByMachineRoom}
+		}, "spec.strategy.byMachineRoom is required"},
+		{"ByConfig with Broadcasting", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.MessageModel = v1alpha1.Broadcasting
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: []v1alpha1.MemberAssignment{}}}
+		}, "ByConfig cannot be used with messageModel Broadcasting"},
+		{"inner parameters of another inner type", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby, MachineRoomNearby: &v1alpha1.MachineRoomNearbyParameters{
+				Inner: "Averagely", ConsistentHash: &v1alpha1.ConsistentHashParameters{}}}
+		}, "spec.strategy.machineRoomNearby.consistentHash may only be set"},
+		{"unknown message model", func(g *v1alpha1.ConsumerGroup) { g.Spec.MessageModel = "Fanout" }, "spec.messageModel"},
+		{"both identities", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.MemberIdentity = v1alpha1.MemberIdentity{PodName: &v1alpha1.PodNameIdentity{}, Annotation: ptr.To("x")}
+		}, "spec.memberIdentity: set at most one of podName or annotation"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := valid().obj()
+			tc.mutate(g)
+			err := k8s.Create(context.Background(), g)
+			if err == nil {
+				t.Fatalf("the API server accepted the spec; want an error naming %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+	// The valid base spec is accepted, so each failure above comes from its own mutation.
+	must(t, k8s.Create(context.Background(), valid().obj()))
+}
