@@ -88,9 +88,9 @@ func allocateConsistentHash(in Input, v int, hash HashFunc, memo *hashMemo) Plan
 		newMembers = allIndices(len(members))
 	}
 
-	// Phase 2: hash. MD5 dominates, so with the default hash a second goroutine takes a share of the
-	// queues, sized so both do about the same number of MD5 blocks (a queue key is two blocks long, a
-	// ring key one) while this one also hashes the new ring points.
+	// Phase 2: hash, and order the ring. MD5 dominates, so with the default hash a second goroutine takes a
+	// share of the queues, sized so both do about the same number of MD5 blocks (a queue key is two blocks
+	// long, a ring key one) while this one also hashes the new ring points.
 	fresh := make([]uint64, 0, len(newMembers)*v)
 	var wg sync.WaitGroup
 	split := 0
@@ -102,12 +102,13 @@ func allocateConsistentHash(in Input, v int, hash HashFunc, memo *hashMemo) Plan
 	for _, i := range newMembers {
 		fresh, buf = appendRingPoints(fresh, buf, members[i].ID, i, v, hash)
 	}
+	// Ordering the ring does not need the queues' hashes, so it overlaps with the other goroutine's MD5.
+	slices.Sort(fresh)
+	ring = mergeSorted(ring, fresh)
 	hashQueues(queueHashes, queues, missingQueues[split:], hash)
 	wg.Wait()
 
-	// Phase 3: order the ring, then route every queue.
-	slices.Sort(fresh)
-	ring = mergeSorted(ring, fresh)
+	// Phase 3: route every queue.
 	if memo != nil {
 		if len(missingQueues) > 0 || memo.queues == nil {
 			// queues may be the caller's slice; the memo must not change if the caller reuses it.
