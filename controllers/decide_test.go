@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+)
+
+func mem(id, zone string, weight int32) allocate.Member {
+	return allocate.Member{ID: id, Zone: zone, Weight: weight}
+}
+
+func testGroup(strategy v1alpha1.Strategy) *v1alpha1.ConsumerGroup {
+	return &v1alpha1.ConsumerGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", UID: types.UID("uid-1"), Generation: 2},
+		Spec: v1alpha1.ConsumerGroupSpec{
+			Topics:   []v1alpha1.Topic{{Name: "t", Brokers: []v1alpha1.Broker{{Name: "b", Queues: 6}}}},
+			Strategy: strategy,
+		},
+	}
+}
+
+// asConfigMap is the ConfigMap the API server would hold after applying d.publish.
+func asConfigMap(group *v1alpha1.ConsumerGroup, d decision) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: *d.publish.Name, Namespace: *d.publish.Namespace,
+		Labels: d.publish.Labels, Annotations: d.publish.Annotations,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v", Kind: "ConsumerGroup", Name: group.Name, UID: group.UID, Controller: ptr.To(true)}},
+	}, Data: d.publish.Data}
+	return cm
+}
+
+func TestDecide(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely})
+	pods := []corev1.Pod{pod("p0"), pod("p1")}
+
+	first := decide(group, observation{pods: pods}, now)
+	if first.problem != nil || first.publish == nil || !first.rebalanced {
+		t.Fatalf("first pass: problem=%v publish=%v rebalanced=%v", first.problem, first.publish != nil, first.rebalanced)
+	}
+	if first.current.generation != 1 || len(first.publish.Data) != 2 || first.queueCount != 6 {
+		t.Fatalf("first pass published generation %d with %d keys and %d queues", first.current.generation, len(first.publish.Data), first.queueCount)
+	}
+	published := asConfigMap(group, first)
+
+	t.Run("unchanged world writes nothing", func(t *testing.T) {
+		d := decide(group, observation{pods: pods, configMap: published}, metav1.NewTime(now.Add(time.Hour)))
+		if d.publish != nil || d.rebalanced || d.problem != nil || d.current.generation != 1 {
+			t.Fatalf("publish=%v rebalanced=%v problem=%v generation=%d", d.publish != nil, d.rebalanced, d.problem, d.current.generation)
+		}
+	})
+	t.Run("input order does not matter", func(t *testing.T) {
+		d := decide(group, observation{pods: []corev1.Pod{pods[1], pods[0]}, configMap: published}, now)
+		if d.publish != nil {
+			t.Fatal("reordered pods changed the plan")
+		}
+	})
+	t.Run("lost label is restored at the same generation", func(t *testing.T) {
+		cm := published.DeepCopy()
+		delete(cm.Labels, v1alpha1.GroupLabel)
+		d := decide(group, observation{pods: pods, configMap: cm}, now)
+		if d.publish == nil || d.rebalanced || d.publish.Annotations[v1alpha1.GenerationAnnotation] != "1" {
+			t.Fatalf("publish=%v rebalanced=%v", d.publish != nil, d.rebalanced)
+		}
+	})
+	t.Run("new member rebalances with a new generation", func(t *testing.T) {
+		d := decide(group, observation{pods: append(pods, pod("p2")), configMap: published}, now)
+		if d.publish == nil || !d.rebalanced || d.current.generation != 2 || len(d.publish.Data) != 3 {
+			t.Fatalf("publish=%v rebalanced=%v generation=%d", d.publish != nil, d.rebalanced, d.current.generation)
+		}
+		// Averagely over 6 queues: p0 0-2 → 0-1, p1 3-5 → 2-3, p2 4-5: queue 2 moves p0→p1, 4 and 5 p1→p2.
+		if d.moved != 3 {
+			t.Errorf("moved %d queues, want 3", d.moved)
+		}
+	})
+	t.Run("departed member's keys are stale", func(t *testing.T) {
+		d := decide(group, observation{pods: pods[:1], configMap: published}, now)
+		if len(d.staleKeys) != 1 || d.staleKeys[0] != "p1" {
+			t.Fatalf("stale keys %v, want [p1]", d.staleKeys)
+		}
+	})
+	t.Run("deleted ConfigMap resumes after the status generation", func(t *testing.T) {
+		g := group.DeepCopy()
+		g.Status.AssignmentGeneration = 7
+		d := decide(g, observation{pods: pods}, now)
+		if d.current.generation != 8 {
+			t.Fatalf("generation %d, want 8", d.current.generation)
+		}
+	})
+	t.Run("problems keep the published assignment", func(t *testing.T) {
+		bad := []corev1.Pod{pods[0], pods[1], pod("p2", withAnnotation(v1alpha1.WeightAnnotation, "x"))}
+		d := decide(group, observation{pods: bad, configMap: published}, now)
+		if d.problem == nil || d.publish != nil || d.current.generation != 1 || len(d.current.entries) != 2 {
+			t.Fatalf("problem=%v publish=%v current generation=%d entries=%d", d.problem, d.publish != nil, d.current.generation, len(d.current.entries))
+		}
+	})
+	t.Run("strategy failure keeps the published assignment", func(t *testing.T) {
+		// MachineRoomNearby needs every member's zone; these pods have none.
+		g := testGroup(v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby})
+		g.Spec.Topics[0].Brokers[0].Zone = "zone-a"
+		d := decide(g, observation{pods: pods, configMap: published}, now)
+		if d.problem == nil || d.problem.Reason != ReasonAllocationFailed || d.publish != nil {
+			t.Fatalf("problem=%v publish=%v", d.problem, d.publish != nil)
+		}
+	})
+}
+
+func TestPlanForRefusesAmbiguousPlans(t *testing.T) {
+	members := []member{{Member: mem("a", "", 1), Pod: "a"}, {Member: mem("b", "", 1), Pod: "b"}}
+	byConfig := func(assignments ...v1alpha1.MemberAssignment) *v1alpha1.ConsumerGroup {
+		return testGroup(v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: assignments}})
+	}
+	q := func(id int32) v1alpha1.QueueReference { return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id} }
+	cases := []struct {
+		name  string
+		group *v1alpha1.ConsumerGroup
+		ok    bool
+	}{
+		{"disjoint lists", byConfig(v1alpha1.MemberAssignment{Member: "a", Queues: []v1alpha1.QueueReference{q(0), q(1)}}, v1alpha1.MemberAssignment{Member: "b", Queues: []v1alpha1.QueueReference{q(2)}}), true},
+		{"queue for two members", byConfig(v1alpha1.MemberAssignment{Member: "a", Queues: []v1alpha1.QueueReference{q(0)}}, v1alpha1.MemberAssignment{Member: "b", Queues: []v1alpha1.QueueReference{q(0)}}), false},
+		{"queue the spec does not list", byConfig(v1alpha1.MemberAssignment{Member: "a", Queues: []v1alpha1.QueueReference{q(9)}}), false},
+		{"queue listed twice for one member", byConfig(v1alpha1.MemberAssignment{Member: "a", Queues: []v1alpha1.QueueReference{q(1), q(1)}}), false},
+		{"negative virtual nodes", testGroup(v1alpha1.Strategy{Type: v1alpha1.ConsistentHash, ConsistentHash: &v1alpha1.ConsistentHashParameters{VirtualNodes: ptr.To[int32](-1)}}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, prob := planFor(tc.group, members, nil)
+			if (prob == nil) != tc.ok {
+				t.Fatalf("problem %v, want ok=%v", prob, tc.ok)
+			}
+		})
+	}
+}
+
+func TestStatusFor(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely})
+	d := decide(group, observation{pods: []corev1.Pod{pod("p0"), pod("p1")}}, now)
+
+	healthy := statusFor(group, d.current, 2, 6, nil, now)
+	if healthy.ObservedGeneration != 2 || healthy.AssignmentGeneration != 1 || healthy.MemberCount != 2 || healthy.QueueCount != 6 {
+		t.Fatalf("status %+v", healthy)
+	}
+	if healthy.LastRebalanceTime == nil || !healthy.LastRebalanceTime.Equal(&now) {
+		t.Errorf("lastRebalanceTime %v, want %v", healthy.LastRebalanceTime, now)
+	}
+	assertCondition(t, healthy.Conditions, ConditionReady, metav1.ConditionTrue, ReasonAssigned, 2)
+	assertCondition(t, healthy.Conditions, ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, 2)
+
+	// A later healthy pass keeps transition times; a problem flips both conditions and keeps the counts of
+	// what stays published.
+	group.Status = healthy
+	later := metav1.NewTime(now.Add(time.Minute))
+	again := statusFor(group, d.current, 2, 6, nil, later)
+	if !again.Conditions[0].LastTransitionTime.Equal(&now) {
+		t.Errorf("transition time moved without a flip")
+	}
+	degraded := statusFor(group, d.current, 0, 0, &problem{ReasonInvalidMemberAnnotation, "pod x is wrong"}, later)
+	assertCondition(t, degraded.Conditions, ConditionReady, metav1.ConditionFalse, ReasonInvalidMemberAnnotation, 2)
+	assertCondition(t, degraded.Conditions, ConditionDegraded, metav1.ConditionTrue, ReasonInvalidMemberAnnotation, 2)
+	if degraded.MemberCount != 2 || degraded.QueueCount != 6 {
+		t.Errorf("degraded status counts %d members, %d queues; want the published 2 and 6", degraded.MemberCount, degraded.QueueCount)
+	}
+
+	empty := statusFor(testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}), publishedAssignment{}, 0, 6, nil, now)
+	assertCondition(t, empty.Conditions, ConditionReady, metav1.ConditionFalse, ReasonNoMembers, 2)
+	if empty.AssignmentConfigMap != "" || empty.LastRebalanceTime != nil {
+		t.Errorf("nothing published but status names %q at %v", empty.AssignmentConfigMap, empty.LastRebalanceTime)
+	}
+}
+
+func assertCondition(t *testing.T, conditions []metav1.Condition, typ string, status metav1.ConditionStatus, reason string, observed int64) {
+	t.Helper()
+	for _, c := range conditions {
+		if c.Type != typ {
+			continue
+		}
+		if c.Status != status || c.Reason != reason || c.ObservedGeneration != observed || c.Message == "" {
+			t.Errorf("%s = %s/%s observed %d %q; want %s/%s observed %d", typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, status, reason, observed)
+		}
+		return
+	}
+	t.Errorf("no %s condition in %v", typ, conditions)
+}
+
+func TestMovedQueues(t *testing.T) {
+	q := func(i int) allocate.Queue { return allocate.Queue{Topic: "t", Broker: "b", ID: int32(i)} }
+	before := allocate.Plan{"a": {q(0), q(1)}, "b": {q(2), q(3)}, "gone": {q(4)}}
+	after := allocate.Plan{"a": {q(0), q(4)}, "b": {q(2), q(3), q(1)}, "new": nil}
+	// q1 moved a→b; q4's owner left, so it does not count.
+	if got := movedQueues(before, after); got != 1 {
+		t.Fatalf("moved %d, want 1", got)
+	}
+}
