@@ -62,16 +62,21 @@ func mainErr(args []string, w io.Writer) error {
 
 // writeTable prints one row per strategy and step.
 func writeTable(w io.Writer, out Output) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tERROR")
+	// The rows are built in memory, where writes cannot fail, and written out once.
+	var b strings.Builder
+	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tERROR")
 	for _, r := range out.Results {
 		for i, s := range r.Steps {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n",
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n",
 				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.Balanced, s.Error)
 		}
 	}
 	for _, s := range out.Skipped {
-		fmt.Fprintln(tw, "skipped "+s)
+		fmt.Fprintln(&b, "skipped "+s)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if _, err := io.WriteString(tw, b.String()); err != nil {
+		return err
 	}
 	return tw.Flush()
 }
@@ -79,32 +84,34 @@ func writeTable(w io.Writer, out Output) error {
 // writeMarkdown prints a table of moved / lower bound per step (rows) and strategy (columns), with the
 // load spread and balance, for the docs.
 func writeMarkdown(w io.Writer, sc Scenario, out Output) error {
-	fmt.Fprintf(w, "### %s\n\n%s\n\n", sc.Name, sc.Description)
-	fmt.Fprint(w, "| step |")
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s\n\n%s\n\n", sc.Name, sc.Description)
+	fmt.Fprint(&b, "| step |")
 	for _, r := range out.Results {
-		fmt.Fprintf(w, " %s |", r.Strategy)
+		fmt.Fprintf(&b, " %s |", r.Strategy)
 	}
-	fmt.Fprint(w, "\n|---|")
+	fmt.Fprint(&b, "\n|---|")
 	for range out.Results {
-		fmt.Fprint(w, "---|")
+		fmt.Fprint(&b, "---|")
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(&b)
 	for i, label := range out.Labels {
-		fmt.Fprintf(w, "| %s |", label)
+		fmt.Fprintf(&b, "| %s |", label)
 		for _, r := range out.Results {
 			s := r.Steps[i]
 			if s.Error != "" {
-				fmt.Fprint(w, " error |")
+				fmt.Fprint(&b, " error |")
 				continue
 			}
 			mark := ""
 			if !s.Balanced {
 				mark = " ✗"
 			}
-			fmt.Fprintf(w, " %d / %d (%d–%d%s, %d cross) |", s.Moved, s.LowerBound, s.MinLoad, s.MaxLoad, mark, s.CrossZone)
+			fmt.Fprintf(&b, " %d / %d (%d–%d%s, %d cross) |", s.Moved, s.LowerBound, s.MinLoad, s.MaxLoad, mark, s.CrossZone)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(&b)
 	}
-	fmt.Fprintln(w)
-	return nil
+	fmt.Fprintln(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -79,10 +79,10 @@ func builtinNames() []string {
 
 var zones = []string{"zone-a", "zone-b", "zone-c"}
 
-// pods returns pods pod-<from>..pod-<to-1>, spread over the three zones round-robin.
-func pods(from, to int) []Member {
+// pods returns pods pod-0..pod-<n-1>, spread over the three zones round-robin.
+func pods(n int) []Member {
 	var ms []Member
-	for i := from; i < to; i++ {
+	for i := range n {
 		ms = append(ms, Member{ID: fmt.Sprintf("pod-%d", i), Zone: zones[i%len(zones)], Weight: 1})
 	}
 	return ms
@@ -114,7 +114,7 @@ func withWeight(ms []Member, weights map[string]int32) []Member {
 // builtins are the scenarios the docs plot. Each starts from an empty previous plan.
 func builtins() []Scenario {
 	var restart []Step
-	all := pods(0, 6)
+	all := pods(6)
 	restart = append(restart, Step{Label: "6 pods", Members: all})
 	for i := range 6 {
 		id := fmt.Sprintf("pod-%d", i)
@@ -123,7 +123,7 @@ func builtins() []Scenario {
 			Step{Label: id + " back", Members: all})
 	}
 
-	nine := pods(0, 9)
+	nine := pods(9)
 	zoneC := []string{"pod-2", "pod-5", "pod-8"}
 
 	return []Scenario{
@@ -132,10 +132,10 @@ func builtins() []Scenario {
 			Description: "A group of 10 pods grows to 11, 12 and 16 pods; 48 queues over three zones.",
 			Topics:      orders(16),
 			Steps: []Step{
-				{Label: "10 pods", Members: pods(0, 10)},
-				{Label: "11 pods", Members: pods(0, 11)},
-				{Label: "12 pods", Members: pods(0, 12)},
-				{Label: "16 pods", Members: pods(0, 16)},
+				{Label: "10 pods", Members: pods(10)},
+				{Label: "11 pods", Members: pods(11)},
+				{Label: "12 pods", Members: pods(12)},
+				{Label: "16 pods", Members: pods(16)},
 			},
 		},
 		{
@@ -143,10 +143,10 @@ func builtins() []Scenario {
 			Description: "A group of 16 pods shrinks to 12, 11 and 10 pods, the newest pods leaving first.",
 			Topics:      orders(16),
 			Steps: []Step{
-				{Label: "16 pods", Members: pods(0, 16)},
-				{Label: "12 pods", Members: pods(0, 12)},
-				{Label: "11 pods", Members: pods(0, 11)},
-				{Label: "10 pods", Members: pods(0, 10)},
+				{Label: "16 pods", Members: pods(16)},
+				{Label: "12 pods", Members: pods(12)},
+				{Label: "11 pods", Members: pods(11)},
+				{Label: "10 pods", Members: pods(10)},
 			},
 		},
 		{
@@ -170,10 +170,10 @@ func builtins() []Scenario {
 			Description: "Six pods; the topic starts with fewer queues than pods and grows from 3 to 48 queues.",
 			Topics:      orders(1),
 			Steps: []Step{
-				{Label: "3 queues", Members: pods(0, 6)},
-				{Label: "12 queues", Members: pods(0, 6), Topics: orders(4)},
-				{Label: "24 queues", Members: pods(0, 6), Topics: orders(8)},
-				{Label: "48 queues", Members: pods(0, 6), Topics: orders(16)},
+				{Label: "3 queues", Members: pods(6)},
+				{Label: "12 queues", Members: pods(6), Topics: orders(4)},
+				{Label: "24 queues", Members: pods(6), Topics: orders(8)},
+				{Label: "48 queues", Members: pods(6), Topics: orders(16)},
 			},
 		},
 		{
@@ -181,10 +181,10 @@ func builtins() []Scenario {
 			Description: "Four pods share 48 queues; pod-0's weight goes to 2, then 4 with pod-1 at 2, then back to 1.",
 			Topics:      orders(16),
 			Steps: []Step{
-				{Label: "equal", Members: pods(0, 4)},
-				{Label: "pod-0 w=2", Members: withWeight(pods(0, 4), map[string]int32{"pod-0": 2})},
-				{Label: "pod-0 w=4, pod-1 w=2", Members: withWeight(pods(0, 4), map[string]int32{"pod-0": 4, "pod-1": 2})},
-				{Label: "equal again", Members: pods(0, 4)},
+				{Label: "equal", Members: pods(4)},
+				{Label: "pod-0 w=2", Members: withWeight(pods(4), map[string]int32{"pod-0": 2})},
+				{Label: "pod-0 w=4, pod-1 w=2", Members: withWeight(pods(4), map[string]int32{"pod-0": 4, "pod-1": 2})},
+				{Label: "equal again", Members: pods(4)},
 			},
 		},
 	}
