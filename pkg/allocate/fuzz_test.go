@@ -143,7 +143,9 @@ func FuzzAllocate(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache.Allocate(shuffled(in, rng))
+			if _, err := cache.Allocate(shuffled(in, rng)); err != nil {
+				t.Fatal(err)
+			}
 			changed := shuffled(in, rng)
 			if len(changed.Members) > 0 {
 				changed.Members = changed.Members[1:]

@@ -190,12 +190,11 @@ func TestCompareUTF16(t *testing.T) {
 
 // utf16Compare is the definition: compare the strings' UTF-16 code units.
 func utf16Compare(a, b string) int {
-	ua, ub := []rune(a), []rune(b)
 	var ea, eb []uint16
-	for _, r := range ua {
+	for _, r := range a {
 		ea = appendUTF16(ea, r)
 	}
-	for _, r := range ub {
+	for _, r := range b {
 		eb = appendUTF16(eb, r)
 	}
 	return slices.Compare(ea, eb)
