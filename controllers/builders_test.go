@@ -45,7 +45,7 @@ func (b *groupBuilder) identityAnnotation(key string) *groupBuilder {
 
 func (b *groupBuilder) obj() *v1alpha1.ConsumerGroup { return b.g.DeepCopy() }
 
-func (b *groupBuilder) create(t *testing.T) *v1alpha1.ConsumerGroup {
+func (b *groupBuilder) create(t testing.TB) *v1alpha1.ConsumerGroup {
 	t.Helper()
 	g := b.obj()
 	must(t, k8s.Create(context.Background(), g))
@@ -88,7 +88,7 @@ func (b *podBuilder) notReady() *podBuilder {
 	return b
 }
 
-func (b *podBuilder) create(t *testing.T) *corev1.Pod {
+func (b *podBuilder) create(t testing.TB) *corev1.Pod {
 	t.Helper()
 	p := b.p.DeepCopy()
 	must(t, k8s.Create(context.Background(), p))
@@ -97,7 +97,7 @@ func (b *podBuilder) create(t *testing.T) *corev1.Pod {
 }
 
 // setPodReady writes the status a kubelet would for a running pod, Ready or not.
-func setPodReady(t *testing.T, p *corev1.Pod, ready bool) {
+func setPodReady(t testing.TB, p *corev1.Pod, ready bool) {
 	t.Helper()
 	status := corev1.ConditionFalse
 	if ready {
@@ -108,7 +108,7 @@ func setPodReady(t *testing.T, p *corev1.Pod, ready bool) {
 	must(t, k8s.Status().Update(context.Background(), p))
 }
 
-func createNode(t *testing.T, name, zone string) *corev1.Node {
+func createNode(t testing.TB, name, zone string) *corev1.Node {
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ZoneLabel: zone}}}
 	must(t, k8s.Create(context.Background(), n))

@@ -118,7 +118,9 @@ func TestPlanForRefusesAmbiguousPlans(t *testing.T) {
 	byConfig := func(assignments ...v1alpha1.MemberAssignment) *v1alpha1.ConsumerGroup {
 		return testGroup(v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: assignments}})
 	}
-	q := func(id int32) v1alpha1.QueueReference { return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id} }
+	q := func(id int32) v1alpha1.QueueReference {
+		return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id}
+	}
 	cases := []struct {
 		name  string
 		group *v1alpha1.ConsumerGroup

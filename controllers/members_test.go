@@ -95,10 +95,10 @@ func TestMembersFor(t *testing.T) {
 			wantReason: ReasonInvalidMemberAnnotation,
 		},
 		{
-			name:       "invalid annotation on a pod that is not a member is ignored",
-			group:      byPodName,
-			pods:       []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "x"), func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })},
-			want:       []member{},
+			name:  "invalid annotation on a pod that is not a member is ignored",
+			group: byPodName,
+			pods:  []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "x"), func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })},
+			want:  []member{},
 		},
 		{
 			name:  "identity from annotation",

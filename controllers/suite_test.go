@@ -180,7 +180,7 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
