@@ -1,0 +1,262 @@
+// Package config holds the operator's manifests. Its test proves them against a real API server: every
+// sample ConsumerGroup is accepted by the CRD's schema and CEL rules, the samples cover every strategy,
+// and the RBAC and Deployment manifests are valid objects without unknown fields.
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// One API server for the package's tests.
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	// Unstructured objects only: the test reads the manifests as a user's kubectl would, without the
+	// operator's Go types filling in or dropping fields.
+	k8s, err = client.New(cfg, client.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating a client:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// dryRunCreate creates obj in namespace without storing it. Strict field validation makes an unknown or
+// misspelt field an error instead of a silently dropped one.
+func dryRunCreate(obj *unstructured.Unstructured, namespace string) error {
+	if namespace != "" && obj.GetNamespace() == "" {
+		obj.SetNamespace(namespace)
+	}
+	return k8s.Create(context.Background(), obj, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
+}
+
+// readObjects reads every object of a multi-document YAML file.
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s holds no object", path)
+	}
+	return objs
+}
+
+// kustomization is the part of a kustomization.yaml the test checks.
+type kustomization struct {
+	Resources []string `json:"resources"`
+}
+
+func readKustomization(t *testing.T, dir string) kustomization {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := utilyaml.Unmarshal(data, &k); err != nil {
+		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
+	}
+	return k
+}
+
+func sampleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == "kustomization.yaml" })
+	if len(files) == 0 {
+		t.Fatal("config/samples holds no sample")
+	}
+	return files
+}
+
+// TestSamplesAreAccepted creates every sample, as the API server would on kubectl apply, and fails on the
+// first schema or CEL error.
+func TestSamplesAreAccepted(t *testing.T) {
+	for _, file := range sampleFiles(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			for _, obj := range readObjects(t, file) {
+				if obj.GetKind() != "ConsumerGroup" {
+					t.Fatalf("%s holds a %s; samples are ConsumerGroups", file, obj.GetKind())
+				}
+				if err := dryRunCreate(obj, "default"); err != nil {
+					t.Fatalf("the API server refused %s: %v", obj.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+// TestSamplesCoverEveryStrategy reads the strategy types from the installed CRD, so that a new strategy
+// without a sample fails here, and wants a Broadcasting sample too.
+func TestSamplesCoverEveryStrategy(t *testing.T) {
+	crd := readObjects(t, filepath.Join("crd", "bases", "messaging.consumergroup.io_consumergroups.yaml"))[0]
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) == 0 {
+		t.Fatal("the CRD has no version")
+	}
+	enum, _, err := unstructured.NestedSlice(versions[0].(map[string]any), "schema", "openAPIV3Schema",
+		"properties", "spec", "properties", "strategy", "properties", "type", "enum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var strategies []string
+	for _, v := range enum {
+		strategies = append(strategies, fmt.Sprint(v))
+	}
+	if len(strategies) == 0 {
+		t.Fatal("the CRD lists no strategy type in spec.strategy.type's enum")
+	}
+
+	covered := map[string][]string{}
+	broadcasting := false
+	for _, file := range sampleFiles(t) {
+		for _, obj := range readObjects(t, file) {
+			if model, _, _ := unstructured.NestedString(obj.Object, "spec", "messageModel"); model == "Broadcasting" {
+				broadcasting = true
+				continue
+			}
+			typ, _, _ := unstructured.NestedString(obj.Object, "spec", "strategy", "type")
+			covered[typ] = append(covered[typ], file)
+		}
+	}
+	for _, s := range strategies {
+		if len(covered[s]) == 0 {
+			t.Errorf("no Clustering sample in config/samples uses strategy %s", s)
+		}
+	}
+	if !broadcasting {
+		t.Error("no sample in config/samples uses messageModel Broadcasting")
+	}
+}
+
+// TestInvalidSampleIsRefused shows that the dry runs above do validate: a sample made invalid on purpose
+// (ByConfig with Broadcasting, which a CEL rule forbids) is refused.
+func TestInvalidSampleIsRefused(t *testing.T) {
+	obj := readObjects(t, filepath.Join("samples", "messaging_v1alpha1_consumergroup_byconfig.yaml"))[0]
+	if err := unstructured.SetNestedField(obj.Object, "Broadcasting", "spec", "messageModel"); err != nil {
+		t.Fatal(err)
+	}
+	err := dryRunCreate(obj, "default")
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want the API server to refuse ByConfig with Broadcasting as invalid, got %v", err)
+	}
+
+	obj = readObjects(t, filepath.Join("samples", "messaging_v1alpha1_consumergroup_sticky.yaml"))[0]
+	if err := unstructured.SetNestedField(obj.Object, int64(1), "spec", "strategy", "sticky", "maxSkw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dryRunCreate(obj, "default"); err == nil || !strings.Contains(err.Error(), "maxSkw") {
+		t.Fatalf("want strict field validation to refuse the unknown field maxSkw, got %v", err)
+	}
+}
+
+// TestKustomizationsListExistingFiles checks that every kustomization's resources exist, so that
+// kubectl apply -k never fails on a missing file.
+func TestKustomizationsListExistingFiles(t *testing.T) {
+	for _, dir := range []string{"crd", "rbac", "manager", "default", "samples"} {
+		k := readKustomization(t, dir)
+		if len(k.Resources) == 0 {
+			t.Errorf("%s/kustomization.yaml lists no resources", dir)
+		}
+		for _, r := range k.Resources {
+			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+				t.Errorf("%s/kustomization.yaml: %v", dir, err)
+			}
+		}
+	}
+	samples := readKustomization(t, "samples").Resources
+	for _, file := range sampleFiles(t) {
+		if !slices.Contains(samples, filepath.Base(file)) {
+			t.Errorf("samples/kustomization.yaml does not list %s", filepath.Base(file))
+		}
+	}
+}
+
+// TestDeploymentManifestsAreValid creates the RBAC objects and the Deployment, as config/default installs
+// them (namespace consumergroup-system), with strict field validation.
+func TestDeploymentManifestsAreValid(t *testing.T) {
+	const namespace = "consumergroup-system"
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := k8s.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	files := []string{filepath.Join("manager", "manager.yaml")}
+	for _, r := range readKustomization(t, "rbac").Resources {
+		files = append(files, filepath.Join("rbac", r))
+	}
+	for _, file := range files {
+		for _, obj := range readObjects(t, file) {
+			if obj.GetKind() == "Namespace" {
+				continue
+			}
+			// kustomize sets the namespace of namespaced objects and of ServiceAccount subjects.
+			if obj.GetNamespace() != "" {
+				obj.SetNamespace(namespace)
+			}
+			subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = namespace
+			}
+			if len(subjects) > 0 {
+				if err := unstructured.SetNestedSlice(obj.Object, subjects, "subjects"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := dryRunCreate(obj, ""); err != nil {
+				t.Errorf("%s: the API server refused %s %s: %v", file, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+}
