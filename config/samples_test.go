@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,13 +67,12 @@ func dryRunCreate(obj *unstructured.Unstructured, namespace string) error {
 // readObjects reads every object of a multi-document YAML file.
 func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
