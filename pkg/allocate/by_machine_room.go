@@ -50,14 +50,14 @@ func (s byMachineRoom) Allocate(in Input) (Plan, error) {
 }
 
 // machineRoomOfBroker returns the room of a broker named "<room>@<broker>" with Java's split("@") rules:
-// trailing empty parts are dropped, so "idc@b@" has a room and "idc@" or "a@b@c" do not.
+// trailing empty parts are dropped, so "idc@b@" has a room and "idc@" or "a@b@c" do not. Dropping trailing
+// empty parts is trimming trailing '@'s; what remains must then hold exactly one '@'. It allocates nothing,
+// unlike strings.Split, because it runs once per queue.
 func machineRoomOfBroker(broker string) (string, bool) {
-	parts := strings.Split(broker, "@")
-	for len(parts) > 0 && parts[len(parts)-1] == "" {
-		parts = parts[:len(parts)-1]
-	}
-	if len(parts) != 2 {
+	trimmed := strings.TrimRight(broker, "@")
+	if strings.Count(trimmed, "@") != 1 {
 		return "", false
 	}
-	return parts[0], true
+	room, _, _ := strings.Cut(trimmed, "@")
+	return room, true
 }

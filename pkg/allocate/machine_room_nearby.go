@@ -54,13 +54,25 @@ func (s machineRoomNearby) Allocate(in Input) (Plan, error) {
 
 	// Phase 1: group queues and members by room, keeping sorted order inside each room. RocketMQ checks
 	// every queue before any member, so the first error reported is the same as RocketMQ's.
-	queuesByRoom := map[string][]Queue{}
+	// Queues are counted per room first so that each room's list is allocated once, at its size.
+	queuesPerRoom := map[string]int{}
+	var broker, room string
 	for _, q := range queues {
-		room := in.BrokerZones[q.Broker]
+		if q.Broker != broker || room == "" {
+			broker, room = q.Broker, in.BrokerZones[q.Broker]
+		}
 		if room == "" {
 			return nil, fmt.Errorf("brokerZones: no machine room for broker %q (queue %s)", q.Broker, q)
 		}
-		queuesByRoom[room] = append(queuesByRoom[room], q)
+		queuesPerRoom[room]++
+	}
+	queuesByRoom := make(map[string][]Queue, len(queuesPerRoom))
+	for r, n := range queuesPerRoom {
+		queuesByRoom[r] = make([]Queue, 0, n)
+	}
+	for _, q := range queues {
+		r := in.BrokerZones[q.Broker]
+		queuesByRoom[r] = append(queuesByRoom[r], q)
 	}
 	membersByRoom := map[string][]Member{}
 	for _, m := range members {
@@ -111,10 +123,17 @@ func (s machineRoomNearby) appendShares(plan Plan, in Input, queues []Queue, mem
 		return err
 	}
 	for _, m := range members {
-		if share := sub[m.ID]; len(share) > 0 {
-			// The inner plan's lists may share a capacity-capped backing array; append copies.
-			plan[m.ID] = append(plan[m.ID], share...)
+		share := sub[m.ID]
+		if len(share) == 0 {
+			continue
 		}
+		if len(plan[m.ID]) == 0 {
+			// Most members get queues from one room only: take the inner list itself, capped so that a
+			// later room's append copies it rather than writing into memory another list may share.
+			plan[m.ID] = share[:len(share):len(share)]
+			continue
+		}
+		plan[m.ID] = append(plan[m.ID], share...)
 	}
 	return nil
 }
