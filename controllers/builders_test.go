@@ -19,8 +19,16 @@ func newGroup(ns, name string) *groupBuilder {
 		Spec: v1alpha1.ConsumerGroupSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Strategy: v1alpha1.Strategy{Type: v1alpha1.Averagely},
+			// Most tests run pods without the member package, which acknowledge nothing; the handoff tests
+			// choose Cooperative.
+			Handoff: v1alpha1.Handoff{Mode: v1alpha1.Immediate},
 		},
 	}}
+}
+
+func (b *groupBuilder) handoff(h v1alpha1.Handoff) *groupBuilder {
+	b.g.Spec.Handoff = h
+	return b
 }
 
 func (b *groupBuilder) topic(name string, brokers ...v1alpha1.Broker) *groupBuilder {

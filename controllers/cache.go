@@ -1,8 +1,30 @@
 package controllers
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 )
+
+// CacheByObject restricts the manager's cache to what the reconciler reads: the ConfigMaps the operator
+// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), and pods
+// stripped of the fields it never looks at.
+func CacheByObject() map[client.Object]cache.ByObject {
+	memberLease, err := labels.NewRequirement(v1alpha1.GroupLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}:      {Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})},
+		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
+		&corev1.Pod{}:           {Transform: StripPod},
+	}
+}
 
 // StripPod is a cache transform that keeps of a pod only what membership, identity, zone and weight are
 // read from: name, namespace, labels, annotations, owner, deletion, node, phase and the Ready condition.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,11 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	podmember "github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
 // Event reasons.
 const (
-	EventRebalanced = "Rebalanced"
+	EventRebalanced   = "Rebalanced"
+	EventMemberFenced = "MemberFenced"
 )
 
 // ConsumerGroupReconciler publishes, for every ConsumerGroup, which member pod reads which queue.
@@ -42,6 +47,7 @@ type ConsumerGroupReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile recomputes one group's assignment from the world and publishes it when it changed.
@@ -68,7 +74,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			"members", len(d.members), "queues", d.queueCount, "moved", d.moved)
 	}
 
-	status := statusFor(&group, d.current, len(d.members), d.queueCount, d.problem, metav1.NewTime(r.Clock.Now()))
+	now := metav1.NewTime(r.Clock.Now())
+	status := statusFor(&group, d.current, len(d.members), d.queueCount, d.problem, now)
+	withHandoff(&group, &status, d.current, d.withheld, obs.leases, now)
 	oldDegraded := meta.FindStatusCondition(group.Status.Conditions, ConditionDegraded)
 	if !equality.Semantic.DeepEqual(group.Status, status) {
 		updated := group.DeepCopy()
@@ -88,7 +96,13 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		oldDegraded.Reason != d.problem.Reason || oldDegraded.Message != meta.FindStatusCondition(status.Conditions, ConditionDegraded).Message) {
 		r.Recorder.Eventf(&group, nil, corev1.EventTypeWarning, d.problem.Reason, "Plan", "%s", d.problem.Message)
 	}
-	return ctrl.Result{}, nil
+	for _, f := range d.fenced {
+		r.Recorder.Eventf(&group, nil, corev1.EventTypeWarning, EventMemberFenced, "Handoff",
+			"Pod %s did not acknowledge generation %d within %ds; its revoked queues were handed on",
+			f.Pod, f.Generation, durationOr(group.Spec.Handoff.RevokeTimeoutSeconds, defaultRevokeTimeout)/time.Second)
+	}
+	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
+	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
 }
 
 // observation is the part of the world one group's assignment depends on.
@@ -99,6 +113,11 @@ type observation struct {
 	nodeZones map[string]string
 	// configMap is the published assignment, nil when there is none.
 	configMap *corev1.ConfigMap
+	// podUIDs maps the name of every pod the handoff must know about (members, pods in the published plan
+	// or in a pending revocation) that still exists to its UID.
+	podUIDs map[string]types.UID
+	// leases are the members' Leases, by pod name.
+	leases map[string]podmember.LeaseState
 	// selectorProblem is set when the selector cannot be read.
 	selectorProblem *problem
 }
@@ -123,6 +142,9 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		return obs, err
 	}
 	obs.pods = pods.Items
+	if err := r.observeHandoff(ctx, group, &obs); err != nil {
+		return obs, err
+	}
 	obs.nodeZones = map[string]string{}
 	for i := range pods.Items {
 		name := pods.Items[i].Spec.NodeName
@@ -142,6 +164,51 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	return obs, nil
 }
 
+// observeHandoff reads the Leases of the group's members and which of the pods the published plan and its
+// pending revocations name still exist.
+func (r *ConsumerGroupReconciler) observeHandoff(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation) error {
+	obs.podUIDs = map[string]types.UID{}
+	for i := range obs.pods {
+		obs.podUIDs[obs.pods[i].Name] = obs.pods[i].UID
+	}
+	old := readAssignment(obs.configMap)
+	var named []string
+	for pod := range old.entries {
+		named = append(named, pod)
+	}
+	for _, rv := range old.handoff.Revocations {
+		named = append(named, rv.Pod)
+	}
+	for _, f := range old.handoff.Fenced {
+		named = append(named, f.Pod)
+	}
+	for _, name := range named {
+		if _, known := obs.podUIDs[name]; known {
+			continue
+		}
+		var pod corev1.Pod
+		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
+		case err == nil:
+			obs.podUIDs[name] = pod.UID
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	var leases coordinationv1.LeaseList
+	if err := r.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{v1alpha1.GroupLabel: group.Name}); err != nil {
+		return err
+	}
+	obs.leases = map[string]podmember.LeaseState{}
+	for i := range leases.Items {
+		for _, ref := range leases.Items[i].OwnerReferences {
+			if ref.Kind == "Pod" && obs.podUIDs[ref.Name] == ref.UID {
+				obs.leases[ref.Name] = podmember.ReadLease(&leases.Items[i])
+			}
+		}
+	}
+	return nil
+}
+
 // decision is what one pass does: what to publish, if anything, and what is in force afterwards.
 type decision struct {
 	members []member
@@ -155,6 +222,10 @@ type decision struct {
 	moved      int
 	rebalanced bool
 	problem    *problem
+	// fenced are revocations that timed out in this pass; withheld counts queues waiting for a handoff.
+	fenced       []revocation
+	withheld     int
+	requeueAfter time.Duration
 }
 
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, the
@@ -171,22 +242,42 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		d.problem = prob
 		return d
 	}
-	plan, queueCount, prob := planFor(group, members, old.plan())
+	target, queueCount, prob := planFor(group, members, old.previousPlan())
 	if prob != nil {
 		d.problem = prob
 		return d
 	}
 	// The status keeps the generation when someone deleted the ConfigMap, so pods never see it go back.
 	generation := max(old.generation, group.Status.AssignmentGeneration)
+	h := handoff(handoffInput{
+		spec:           group.Spec.Handoff,
+		now:            now.Time,
+		nextGeneration: generation + 1,
+		published:      old.byPod(),
+		target:         target,
+		members:        members,
+		state:          old.handoff,
+		pods:           obs.podUIDs,
+		leases:         obs.leases,
+	})
+	plan := make(allocate.Plan, len(members))
+	for _, m := range members {
+		plan[m.ID] = h.plan[m.Pod]
+	}
 	data, prob := assignmentData(members, plan, generation)
 	if prob != nil {
 		d.problem = prob
 		return d
 	}
 	d.members, d.queueCount = members, queueCount
+	d.fenced, d.withheld, d.requeueAfter = h.fenced, h.withheld, h.requeueAfter
+	handoffRaw := h.state.encode()
 	if obs.configMap != nil && maps.Equal(data, old.data) && old.generation == generation {
-		if !metadataIntact(group, obs.configMap, old.generation, old.rebalancedAt) {
-			d.publish = assignmentConfigMap(group, data, old.generation, old.rebalancedAt)
+		// The plan is as published; the handoff state may still have moved on (an acknowledgement, a
+		// timeout), which is written without a new generation since no member's queues change.
+		if handoffRaw != old.handoffRaw || !metadataIntact(group, obs.configMap, old.generation, old.rebalancedAt) {
+			d.publish = assignmentConfigMap(group, data, old.generation, old.rebalancedAt, handoffRaw)
+			d.current.handoff, d.current.handoffRaw = h.state, handoffRaw
 		}
 		return d
 	}
@@ -199,7 +290,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		}
 	}
 	slices.Sort(d.staleKeys)
-	d.publish = assignmentConfigMap(group, data, generation, now.Time)
+	d.publish = assignmentConfigMap(group, data, generation, now.Time, handoffRaw)
 	d.moved = movedQueues(old.plan(), plan)
 	d.rebalanced = true
 	d.current = readAssignment(&corev1.ConfigMap{

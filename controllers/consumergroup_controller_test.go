@@ -63,7 +63,7 @@ func waitForAssignment(t *testing.T, ns, group string, pods []string, check func
 		if last, err = readPublished(cm); err != nil {
 			return err
 		}
-		got := slices.Sorted(mapsKeys(last.entries))
+		got := slices.Sorted(mapKeys(last.entries))
 		want := slices.Sorted(slices.Values(pods))
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("assignment lists pods %v, want %v", got, want)
@@ -74,16 +74,6 @@ func waitForAssignment(t *testing.T, ns, group string, pods []string, check func
 		return nil
 	})
 	return last
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // partitionOf checks that every one of want queues has exactly one owner in p.

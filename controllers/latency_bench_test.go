@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -58,15 +56,11 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testScheme,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Label: managed},
-				&corev1.Pod{}:       {Transform: StripPod},
-			},
+			ByObject: CacheByObject(),
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

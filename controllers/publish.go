@@ -42,6 +42,9 @@ type publishedAssignment struct {
 	entries map[string]assignment.Entry
 	// data is the ConfigMap's data as read, to compare with what the operator would write.
 	data map[string]string
+	// handoff is the state of queues in flight, and handoffRaw its annotation as read.
+	handoff    handoffState
+	handoffRaw string
 }
 
 // readAssignment decodes an assignment ConfigMap; cm may be nil (nothing published yet). Entries that
@@ -55,6 +58,8 @@ func readAssignment(cm *corev1.ConfigMap) publishedAssignment {
 	p.generation, _ = strconv.ParseInt(cm.Annotations[v1alpha1.GenerationAnnotation], 10, 64)
 	p.rebalancedAt, _ = time.Parse(time.RFC3339, cm.Annotations[RebalancedAtAnnotation])
 	maps.Copy(p.data, cm.Data)
+	p.handoffRaw = cm.Annotations[HandoffAnnotation]
+	p.handoff = decodeHandoff(p.handoffRaw)
 	for key, value := range cm.Data {
 		if e, _, err := assignment.Decode([]byte(value)); err == nil {
 			p.entries[key] = e
@@ -69,6 +74,32 @@ func (p publishedAssignment) plan() allocate.Plan {
 	for _, e := range p.entries {
 		if queues, err := e.Expand(); err == nil {
 			plan[e.Member] = queues
+		}
+	}
+	return plan
+}
+
+// byPod is the published plan by pod name.
+func (p publishedAssignment) byPod() map[string]podPlan {
+	out := make(map[string]podPlan, len(p.entries))
+	for pod, e := range p.entries {
+		if queues, err := e.Expand(); err == nil {
+			out[pod] = podPlan{member: e.Member, queues: queues}
+		}
+	}
+	return out
+}
+
+// previousPlan is what strategies that keep queues in place start from: the published plan, plus the
+// queues reserved for departed members, so that a member returning within its grace gets them back.
+func (p publishedAssignment) previousPlan() allocate.Plan {
+	plan := p.plan()
+	for _, r := range p.handoff.Reserved {
+		if _, ok := plan[r.Member]; ok {
+			continue
+		}
+		if queues, err := assignment.ExpandAll(r.Queues); err == nil {
+			plan[r.Member] = queues
 		}
 	}
 	return plan
@@ -94,16 +125,20 @@ func assignmentData(members []member, plan allocate.Plan, generation int64) (map
 }
 
 // assignmentConfigMap is the apply configuration of group's assignment ConfigMap.
-func assignmentConfigMap(group *v1alpha1.ConsumerGroup, data map[string]string, generation int64, rebalancedAt time.Time) *corev1ac.ConfigMapApplyConfiguration {
+func assignmentConfigMap(group *v1alpha1.ConsumerGroup, data map[string]string, generation int64, rebalancedAt time.Time, handoffRaw string) *corev1ac.ConfigMapApplyConfiguration {
+	annotations := map[string]string{
+		v1alpha1.GenerationAnnotation: strconv.FormatInt(generation, 10),
+		RebalancedAtAnnotation:        rebalancedAt.UTC().Format(time.RFC3339),
+	}
+	if handoffRaw != "" {
+		annotations[HandoffAnnotation] = handoffRaw
+	}
 	return corev1ac.ConfigMap(AssignmentName(group.Name), group.Namespace).
 		WithLabels(map[string]string{
 			v1alpha1.GroupLabel: group.Name,
 			ManagedByLabel:      ManagedByValue,
 		}).
-		WithAnnotations(map[string]string{
-			v1alpha1.GenerationAnnotation: strconv.FormatInt(generation, 10),
-			RebalancedAtAnnotation:        rebalancedAt.UTC().Format(time.RFC3339),
-		}).
+		WithAnnotations(annotations).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(v1alpha1.GroupVersion.String()).
 			WithKind("ConsumerGroup").

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	podmember "github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
 // podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
@@ -37,6 +39,8 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
+			builder.WithPredicates(ackChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
 		Complete(r)
@@ -73,6 +77,15 @@ func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Ob
 	return requests(out)
 }
 
+// groupOfLease maps a member's Lease to its group, named by the Lease's group label.
+func groupOfLease(_ context.Context, o client.Object) []reconcile.Request {
+	group := o.GetLabels()[v1alpha1.GroupLabel]
+	if group == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: group}}}
+}
+
 func requests(names []types.NamespacedName) []reconcile.Request {
 	out := make([]reconcile.Request, len(names))
 	for i, n := range names {
@@ -90,6 +103,17 @@ func zoneChanged() predicate.Predicate {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld.GetLabels()[ZoneLabel] != e.ObjectNew.GetLabels()[ZoneLabel]
+		},
+	}
+}
+
+// ackChanged passes Lease events that can settle a handoff: a Lease created or deleted, or its acknowledged
+// generation changed. Renewals, every few seconds per member, are not passed; expiry is a deadline the
+// reconciler requeues for.
+func ackChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetAnnotations()[podmember.AckedGenerationAnnotation] != e.ObjectNew.GetAnnotations()[podmember.AckedGenerationAnnotation]
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	podmember "github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
 // Condition types and the reasons of healthy states.
@@ -83,4 +84,53 @@ func statusFor(group *v1alpha1.ConsumerGroup, current publishedAssignment, membe
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, degraded)
 	return status
+}
+
+// Handoff condition types and reasons.
+const (
+	ConditionProgressing = "Progressing"
+	ConditionFenced      = "Fenced"
+
+	ReasonHandoffInProgress = "HandoffInProgress"
+	ReasonStable            = "Stable"
+	ReasonRevokeTimeout     = "RevokeTimeout"
+	ReasonNoneFenced        = "NoneFenced"
+)
+
+// withHandoff adds to status what the handoff shows: each member's acknowledged generation, Progressing
+// while queues wait for their old owner, and Fenced while a pod that missed its revoke timeout runs on.
+func withHandoff(group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGroupStatus, current publishedAssignment, withheld int, leases map[string]podmember.LeaseState, now metav1.Time) {
+	for i := range status.Members {
+		if l, ok := leases[status.Members[i].Pod]; ok {
+			acked := l.AckedGeneration
+			status.Members[i].AckedGeneration = &acked
+		}
+	}
+
+	progressing := metav1.Condition{Type: ConditionProgressing, ObservedGeneration: group.Generation, LastTransitionTime: now,
+		Status: metav1.ConditionFalse, Reason: ReasonStable, Message: "No queue is waiting for a handoff"}
+	if n := len(current.handoff.Revocations); n > 0 || withheld > 0 {
+		var pods []string
+		for _, r := range current.handoff.Revocations {
+			pods = append(pods, fmt.Sprintf("%s (generation %d)", r.Pod, r.Generation))
+		}
+		progressing.Status, progressing.Reason = metav1.ConditionTrue, ReasonHandoffInProgress
+		progressing.Message = fmt.Sprintf("%d queues wait for their previous owner to let go", withheld)
+		if len(pods) > 0 {
+			progressing.Message += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
+		}
+	}
+	meta.SetStatusCondition(&status.Conditions, progressing)
+
+	fenced := metav1.Condition{Type: ConditionFenced, ObservedGeneration: group.Generation, LastTransitionTime: now,
+		Status: metav1.ConditionFalse, Reason: ReasonNoneFenced, Message: "Every member acknowledged its revocations in time"}
+	if len(current.handoff.Fenced) > 0 {
+		var pods []string
+		for _, f := range current.handoff.Fenced {
+			pods = append(pods, f.Pod)
+		}
+		fenced.Status, fenced.Reason = metav1.ConditionTrue, ReasonRevokeTimeout
+		fenced.Message = fmt.Sprintf("Pods %s did not acknowledge a revocation within spec.handoff.revokeTimeoutSeconds; their queues were handed on. Such a pod must stop reading the queues its entry no longer lists", strings.Join(pods, ", "))
+	}
+	meta.SetStatusCondition(&status.Conditions, fenced)
 }

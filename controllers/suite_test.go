@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -98,15 +97,11 @@ func newNamespace(t *testing.T) string {
 // startManager runs the operator scoped to namespace until the test ends or stop is called.
 func startManager(t *testing.T, namespace string) (stop func()) {
 	t.Helper()
-	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: testScheme,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{namespace: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Label: managed},
-				&corev1.Pod{}:       {Transform: StripPod},
-			},
+			ByObject: CacheByObject(),
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

@@ -72,11 +72,54 @@ type ConsumerGroupSpec struct {
 	// +kubebuilder:default={type: Averagely}
 	Strategy Strategy `json:"strategy,omitzero"`
 
+	// handoff says how a queue moves from one member to another.
+	// +optional
+	// +kubebuilder:default={mode: Cooperative}
+	Handoff Handoff `json:"handoff,omitzero"`
+
 	// memberIdentity says what identifies a member: its pod name (the default) or the value of a pod
 	// annotation, such as a RocketMQ client id.
 	// +optional
 	// +kubebuilder:default={podName: {}}
 	MemberIdentity MemberIdentity `json:"memberIdentity,omitzero"`
+}
+
+// HandoffMode says whether a queue's new owner waits for the old owner to let go.
+// +kubebuilder:validation:Enum=Cooperative;Immediate
+type HandoffMode string
+
+const (
+	// Cooperative first publishes a generation in which the old owner no longer has the queue, and gives it
+	// to the new owner only once the old owner acknowledged that generation, is gone, or timed out.
+	Cooperative HandoffMode = "Cooperative"
+	// Immediate publishes the new owner at once, as RocketMQ's clients do: for a moment both may read.
+	Immediate HandoffMode = "Immediate"
+)
+
+// Handoff says how queues move between members. See docs/protocol.md.
+type Handoff struct {
+	// mode is Cooperative (the default) or Immediate.
+	// +optional
+	// +kubebuilder:default=Cooperative
+	Mode HandoffMode `json:"mode,omitempty"`
+
+	// revokeTimeoutSeconds is how long a member has to acknowledge that a queue was taken from it. A member
+	// that has not by then is fenced: a Warning event and the Fenced condition say so, and the queue goes
+	// to its new owner.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	RevokeTimeoutSeconds *int32 `json:"revokeTimeoutSeconds,omitempty"`
+
+	// restartGraceSeconds keeps a departed member's queues for it this long, so that a pod that returns
+	// under the same member id (a restarted StatefulSet pod, the same client id) gets its own queues back
+	// instead of having them spread over the others. Meanwhile nobody reads them. 0 disables it.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	RestartGraceSeconds *int32 `json:"restartGraceSeconds,omitempty"`
 }
 
 // Topic is one topic and the queues its brokers hold.
@@ -294,8 +337,10 @@ type ConsumerGroupStatus struct {
 	// +optional
 	LastRebalanceTime *metav1.Time `json:"lastRebalanceTime,omitempty"`
 
-	// conditions: Ready (the published assignment matches the spec and the current members) and
-	// Degraded (the operator cannot compute a new assignment; the last good one stays published).
+	// conditions: Ready (the published assignment matches the spec and the current members), Degraded
+	// (the operator cannot compute a new assignment; the last good one stays published), Progressing (a
+	// cooperative handoff is in flight: some queues wait for their old owner to let go) and Fenced (a
+	// member did not acknowledge a revocation in time and its queues were handed on).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -315,6 +360,11 @@ type MemberStatus struct {
 	// queues is how many queues the member holds.
 	// +required
 	Queues int32 `json:"queues"`
+
+	// ackedGeneration is the last assignment generation the member acknowledged through its Lease; absent
+	// when it keeps no Lease.
+	// +optional
+	AckedGeneration *int64 `json:"ackedGeneration,omitempty"`
 }
 
 // ConsumerGroup says which pods consume a set of message queues and how the queues are spread over them.

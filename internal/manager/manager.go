@@ -7,14 +7,11 @@ import (
 	"context"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -37,16 +34,12 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Options are the manager's options. The cache holds only what the reconciler reads: ConfigMaps the
-// operator manages (not every ConfigMap of the cluster), and pods without the fields it never looks at.
+// Options are the manager's options. The cache holds only what the reconciler reads: see
+// controllers.CacheByObject.
 // namespaces is a comma-separated list of namespaces to watch; empty watches all of them.
 func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, namespaces string) ctrl.Options {
-	managed := labels.SelectorFromSet(labels.Set{controllers.ManagedByLabel: controllers.ManagedByValue})
 	cacheOpts := cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: managed},
-			&corev1.Pod{}:       {Transform: controllers.StripPod},
-		},
+		ByObject: controllers.CacheByObject(),
 	}
 	if namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}

@@ -196,3 +196,13 @@ func countRanges(s string) (int, error) {
 	}
 	return n, nil
 }
+
+// Compact groups queues per topic and broker with ranges of ids, as an entry holds them.
+func Compact(queues []allocate.Queue) []BrokerQueues {
+	return NewEntry("", 0, queues).Queues
+}
+
+// ExpandAll lists the queues of groups, sorted by topic, broker and id.
+func ExpandAll(groups []BrokerQueues) ([]allocate.Queue, error) {
+	return Entry{Queues: groups}.Expand()
+}
