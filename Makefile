@@ -45,6 +45,13 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 test: envtest-bins ## Run every test (unit, property and envtest) against etcd and kube-apiserver from bin/k8s.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test ./... -count=1 $(GO_TEST_FLAGS)
 
+# SCALE_FLAGS adds flags to the scale tests, e.g. SCALE_FLAGS='-run ^$$ -bench . -benchtime 3x' for the benchmarks.
+SCALE_FLAGS ?=
+
+.PHONY: test-scale
+test-scale: envtest-bins ## Run the scale tests in test/scale (tens of minutes): a 65,536-queue group, 1,000 groups of 10 pods.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags scale ./test/scale -count=1 -v -timeout 90m $(SCALE_FLAGS)
+
 .PHONY: verify
 verify: manifests generate fmt ## Fail when generated or formatted files differ from the commit; then vet and lint.
 	@if ! git diff --exit-code --stat; then \
