@@ -1,0 +1,270 @@
+package member_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+func TestDeliversEachNewGeneration(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1, 2), "consumer-1": queues(3)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1, 2)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next := make(chan member.Assignment, 1)
+	go func() {
+		a, err := m.client.Next(ctx, 1)
+		if err != nil {
+			t.Errorf("Next: %v", err)
+		}
+		next <- a
+	}()
+	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-0": queues(0, 1), "consumer-1": queues(2, 3)})
+	a := <-next
+	if a.Generation != 2 || fmt.Sprint(a.Queues) != fmt.Sprint(queues(0, 1)) || a.Member != "consumer-0" {
+		t.Fatalf("Next delivered %+v, want generation 2 with queues 0 and 1 for consumer-0", a)
+	}
+
+	// The Updates channel holds the newest assignment.
+	eventually(t, 10*time.Second, func() error {
+		select {
+		case u := <-m.client.Updates():
+			if u.Generation == 2 {
+				return nil
+			}
+			return fmt.Errorf("Updates delivered generation %d", u.Generation)
+		default:
+			return errors.New("nothing on Updates")
+		}
+	})
+}
+
+func TestMissingEntryMeansNoQueues(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+	publish(t, ns, "orders", 4, map[string][]member.Queue{"consumer-0": queues(0)})
+	eventually(t, 10*time.Second, inForce(m.client, 4, queues(0)))
+
+	publish(t, ns, "orders", 5, map[string][]member.Queue{"consumer-1": queues(0)})
+	eventually(t, 10*time.Second, inForce(m.client, 5, nil))
+
+	// Without the ConfigMap there is no assignment at all: generation 0, hold nothing.
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), member.AssignmentConfigMapName("orders"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, inForce(m.client, 0, nil))
+}
+
+func TestLeaseNamesPodAsOwnerAndIsRenewed(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.MemberID = "10.0.0.7@consumer-0" }, nil)
+
+	var firstRenew time.Time
+	eventually(t, 10*time.Second, func() error {
+		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), member.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != m.pod.UID || lease.OwnerReferences[0].Kind != "Pod" {
+			return fmt.Errorf("owner references %+v, want the pod %s", lease.OwnerReferences, m.pod.UID)
+		}
+		if lease.Labels[member.GroupLabel] != "orders" {
+			return fmt.Errorf("labels %v, want %s=orders", lease.Labels, member.GroupLabel)
+		}
+		state := member.ReadLease(lease)
+		if state.Member != "10.0.0.7@consumer-0" || state.Duration != 3*time.Second || state.RenewTime.IsZero() {
+			return fmt.Errorf("lease state %+v, want holder 10.0.0.7@consumer-0, duration 3s and a renew time", state)
+		}
+		if lease.Annotations[member.AckedGenerationAnnotation] != "0" {
+			return fmt.Errorf("acked generation %q, want \"0\"", lease.Annotations[member.AckedGenerationAnnotation])
+		}
+		firstRenew = state.RenewTime
+		return nil
+	})
+	eventually(t, 10*time.Second, func() error {
+		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), m.client.LeaseName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if renew := member.ReadLease(lease).RenewTime; !renew.After(firstRenew) {
+			return fmt.Errorf("renew time %v has not moved past %v", renew, firstRenew)
+		}
+		return nil
+	})
+
+	// A deleted Lease is written again.
+	if err := cs.CoordinationV1().Leases(ns).Delete(context.Background(), m.client.LeaseName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 0))
+}
+
+func TestAckWritesTheLeaseAndOnlyGrows(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+	publish(t, ns, "orders", 3, map[string][]member.Queue{"consumer-0": queues(0)})
+	eventually(t, 10*time.Second, inForce(m.client, 3, queues(0)))
+	ctx := context.Background()
+
+	if err := m.client.Ack(ctx, 3); err != nil {
+		t.Fatalf("Ack(3): %v", err)
+	}
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 3))
+	if err := m.client.Ack(ctx, 2); err != nil {
+		t.Fatalf("Ack(2) after Ack(3): %v", err)
+	}
+	if err := m.client.Ack(ctx, 4); !errors.Is(err, member.ErrUnknownGeneration) {
+		t.Fatalf("Ack(4) before generation 4 was published returned %v, want ErrUnknownGeneration", err)
+	}
+	// Renewals rewrite the annotation from memory; it must stay at 3.
+	time.Sleep(2 * time.Second)
+	if err := ackedInLease(ns, m, 3)(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A group deleted and created again starts its generations over; the old ack is withdrawn.
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, member.AssignmentConfigMapName("orders"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(5)})
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 0))
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(5)))
+	if err := m.client.Ack(ctx, 1); err != nil {
+		t.Fatalf("Ack(1) in the new group: %v", err)
+	}
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 1))
+}
+
+func TestAutoAck(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.AutoAck = true }, nil)
+	publish(t, ns, "orders", 7, map[string][]member.Queue{"consumer-0": queues(1)})
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 7))
+	publish(t, ns, "orders", 8, map[string][]member.Queue{"consumer-0": queues(1, 2)})
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 8))
+}
+
+func TestDrainWaitsForTheOperatorToReleaseTheQueues(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = time.Hour }, nil)
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
+
+	// While the pod still has queues, Drain runs into its deadline and says why.
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err := m.client.Drain(short)
+	cancel()
+	if !isDeadline(err) || !strings.Contains(err.Error(), "still gives this pod 2 queues") {
+		t.Fatalf("Drain with queues assigned returned %v, want a deadline error naming the 2 queues", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- m.client.Drain(ctx) }()
+
+	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 2, nil))
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned %v before generation 2 was acknowledged", err)
+	default:
+	}
+	// The application stops consuming and acknowledges: Drain returns.
+	if err := m.client.Ack(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 2))
+}
+
+func TestDrainAcknowledgesTheReleaseItselfWhenTheApplicationDoesNot(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = 200 * time.Millisecond }, nil)
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- m.client.Drain(ctx) }()
+	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-1": queues(0)})
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	eventually(t, 10*time.Second, ackedInLease(ns, m, 2))
+}
+
+// failingLeaseWrites fails every write to a Lease while fail is set, as an API server the pod cannot
+// reach would.
+type failingLeaseWrites struct {
+	next http.RoundTripper
+	fail *atomic.Bool
+}
+
+func (f failingLeaseWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.fail.Load() && strings.Contains(req.URL.Path, "/leases") && req.Method != http.MethodGet {
+		return nil, errors.New("connection refused (injected)")
+	}
+	return f.next.RoundTrip(req)
+}
+
+func TestHoldsNothingWhileTheLeaseCannotBeRenewed(t *testing.T) {
+	ns := newNamespace(t)
+	var fail atomic.Bool
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failingLeaseWrites{next: rt, fail: &fail} })
+	m := startMember(t, ns, "orders", "consumer-0", nil, kubernetes.NewForConfigOrDie(cfg))
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fail.Store(true)
+	// Within the lease duration (3 s) the member gives up its queues on its own.
+	a, err := m.client.Next(ctx, 1)
+	if err != nil || a.Generation != 0 || len(a.Queues) != 0 {
+		t.Fatalf("Next after the Lease stopped renewing returned %+v, %v; want generation 0 and no queues", a, err)
+	}
+	if reason := m.client.Status().Reason; !strings.Contains(reason, "has not been renewed") {
+		t.Fatalf("status reason %q does not say the Lease was not renewed", reason)
+	}
+	fail.Store(false)
+	a, err = m.client.Next(ctx, 0)
+	if err != nil || a.Generation != 1 || len(a.Queues) != 2 {
+		t.Fatalf("Next after the Lease renewed again returned %+v, %v; want generation 1 with 2 queues", a, err)
+	}
+}
+
+func TestRunTwiceFails(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+	eventually(t, 10*time.Second, func() error {
+		if !m.client.Status().Synced {
+			return errors.New("the first Run has not read the assignment yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.client.Run(ctx); err == nil {
+		t.Fatal("a second Run returned nil, want an error")
+	}
+}

@@ -1,0 +1,98 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Environment variables ConfigFromEnv reads. The pod sets the first three from the downward API.
+const (
+	EnvPodName       = "POD_NAME"
+	EnvPodNamespace  = "POD_NAMESPACE"
+	EnvPodUID        = "POD_UID"
+	EnvConsumerGroup = "CONSUMER_GROUP"
+	EnvMemberID      = "MEMBER_ID"
+)
+
+// Config says which member of which group a Client speaks for.
+type Config struct {
+	// Namespace is the namespace of the pod and of its ConsumerGroup.
+	Namespace string
+	// Group is the ConsumerGroup's name.
+	Group string
+	// Pod is the pod's name: its key in the assignment ConfigMap.
+	Pod string
+	// PodUID is the pod's UID. The Lease names the pod as its owner so that it is deleted with the pod.
+	PodUID types.UID
+	// MemberID is the member id written as the Lease's holder; the pod name when empty. It should be the
+	// id the group's spec.memberIdentity gives the pod.
+	MemberID string
+	// LeaseDuration is the Lease's duration, in whole seconds; DefaultLeaseDuration when zero. The member
+	// renews every third of it and holds no queues once it has not renewed for all of it.
+	LeaseDuration time.Duration
+	// AutoAck acknowledges each assignment as soon as it is delivered, for applications that apply an
+	// assignment before they read the next one.
+	AutoAck bool
+	// DrainAckTimeout is how long Drain waits for the application to acknowledge the release of its
+	// queues before acknowledging it itself; DefaultDrainAckTimeout when zero.
+	DrainAckTimeout time.Duration
+}
+
+// ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID
+// (optional; the pod name by default). The caller may then set the durations and AutoAck.
+func ConfigFromEnv() (Config, error) {
+	cfg := Config{
+		Namespace: os.Getenv(EnvPodNamespace),
+		Group:     os.Getenv(EnvConsumerGroup),
+		Pod:       os.Getenv(EnvPodName),
+		PodUID:    types.UID(os.Getenv(EnvPodUID)),
+		MemberID:  os.Getenv(EnvMemberID),
+	}
+	return cfg, cfg.withDefaults().validate()
+}
+
+func (c Config) withDefaults() Config {
+	if c.MemberID == "" {
+		c.MemberID = c.Pod
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.DrainAckTimeout == 0 {
+		c.DrainAckTimeout = DefaultDrainAckTimeout
+	}
+	return c
+}
+
+// validate names every missing or malformed field at once, with the environment variable that sets it.
+func (c Config) validate() error {
+	var errs []error
+	required := []struct{ value, field, env string }{
+		{c.Namespace, "Namespace", EnvPodNamespace},
+		{c.Group, "Group", EnvConsumerGroup},
+		{c.Pod, "Pod", EnvPodName},
+		{string(c.PodUID), "PodUID", EnvPodUID},
+	}
+	for _, r := range required {
+		if r.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required (environment variable %s)", r.field, r.env))
+		}
+	}
+	if c.Group != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.Group); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("group %q is not a valid object name: %v", c.Group, msgs))
+		}
+	}
+	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("lease duration %v must be a whole number of seconds, at least 1s", c.LeaseDuration))
+	}
+	if c.DrainAckTimeout < 0 {
+		errs = append(errs, fmt.Errorf("drain ack timeout %v must not be negative", c.DrainAckTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,202 @@
+package member_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+// The package shares one real API server across its tests; each test works in a namespace of its own.
+var (
+	testEnv    *envtest.Environment
+	restConfig *rest.Config
+	cs         kubernetes.Interface
+	nsCounter  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or set it to the directory holding etcd and kube-apiserver (bin/k8s/1.37.2-linux-amd64)")
+		os.Exit(1)
+	}
+	testEnv = &envtest.Environment{}
+	var err error
+	restConfig, err = testEnv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	cs = kubernetes.NewForConfigOrDie(restConfig)
+	code := m.Run()
+	if err := testEnv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// eventually polls check until it succeeds, failing the test with check's last error after timeout.
+// The bounds are generous: they catch a delivery that never comes, not a slow one.
+func eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("member-%d", nsCounter.Add(1))
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return name
+}
+
+// newPod creates a pod object (no kubelet runs it) so that the Lease has a real owner UID.
+func newPod(t testing.TB, ns, name string) *corev1.Pod {
+	t.Helper()
+	pod, err := cs.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "consumer", Image: "consumer"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod: %v", err)
+	}
+	return pod
+}
+
+// member is one member pod and its running client.
+type testMember struct {
+	pod    *corev1.Pod
+	client *member.Client
+	cfg    member.Config
+}
+
+// startMember creates pod podName and runs a client for it until the test ends. tweak adjusts the
+// configuration; clientset overrides the admin client when not nil.
+func startMember(t testing.TB, ns, group, podName string, tweak func(*member.Config), clientset kubernetes.Interface) testMember {
+	t.Helper()
+	pod := newPod(t, ns, podName)
+	cfg := member.Config{
+		Namespace:     ns,
+		Group:         group,
+		Pod:           pod.Name,
+		PodUID:        pod.UID,
+		LeaseDuration: 3 * time.Second,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	if clientset == nil {
+		clientset = cs
+	}
+	c, err := member.New(clientset, cfg)
+	if err != nil {
+		t.Fatalf("member.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return testMember{pod: pod, client: c, cfg: c.Config()}
+}
+
+// publish writes the group's assignment ConfigMap as the operator would: one key per pod, the generation
+// annotation, every entry at that generation.
+func publish(t testing.TB, ns, group string, generation int64, entries map[string][]member.Queue) {
+	t.Helper()
+	data := map[string]string{}
+	for pod, queues := range entries {
+		value, err := assignment.Encode(pod, generation, queues)
+		if err != nil {
+			t.Fatalf("encoding entry: %v", err)
+		}
+		data[pod] = string(value)
+	}
+	ctx := context.Background()
+	configMaps := cs.CoreV1().ConfigMaps(ns)
+	name := member.AssignmentConfigMapName(group)
+	cm, err := configMaps.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{member.GroupLabel: group}}}
+	} else if err != nil {
+		t.Fatalf("reading ConfigMap: %v", err)
+	}
+	cm.Annotations = map[string]string{member.GenerationAnnotation: fmt.Sprint(generation)}
+	cm.Data = data
+	if cm.ResourceVersion == "" {
+		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
+	} else {
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("writing ConfigMap: %v", err)
+	}
+}
+
+// queues builds queues of topic "orders" on broker-a with the given ids.
+func queues(ids ...int32) []member.Queue {
+	out := make([]member.Queue, len(ids))
+	for i, id := range ids {
+		out[i] = member.Queue{Topic: "orders", Broker: "broker-a", ID: id}
+	}
+	return out
+}
+
+// inForce checks that c's assignment in force has generation gen and exactly want.
+func inForce(c *member.Client, gen int64, want []member.Queue) func() error {
+	return func() error {
+		a := c.Current()
+		if a.Generation != gen || fmt.Sprint(a.Queues) != fmt.Sprint(want) {
+			return fmt.Errorf("assignment in force is generation %d with %v, want generation %d with %v (status %+v)",
+				a.Generation, a.Queues, gen, want, c.Status())
+		}
+		return nil
+	}
+}
+
+// ackedInLease checks the acknowledged generation the member's Lease holds.
+func ackedInLease(ns string, m testMember, want int64) func() error {
+	return func() error {
+		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), m.client.LeaseName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := lease.Annotations[member.AckedGenerationAnnotation]; got != fmt.Sprint(want) {
+			return fmt.Errorf("Lease annotation %s = %q, want %q", member.AckedGenerationAnnotation, got, fmt.Sprint(want))
+		}
+		return nil
+	}
+}
+
+func isDeadline(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
