@@ -1,0 +1,120 @@
+// Command consumergroup-agent runs beside a consumer in a ConsumerGroup member pod and serves the pod's
+// assignment over localhost HTTP, so a consumer in any language can follow the protocol of
+// docs/protocol.md without a Kubernetes client:
+//
+//	GET  /v1/assignment                      the assignment in force
+//	GET  /v1/assignment?after=N&timeout=30s  wait for a generation other than N
+//	POST /v1/ack {"generation":N}            the consumer applied generation N
+//	POST /v1/drain                           wait until the operator released the pod's queues (preStop)
+//	GET  /healthz                            200 once the assignment is read and the Lease renewed
+//
+// It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+func main() {
+	klog.InitFlags(nil)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, flag.CommandLine, os.Args[1:]); err != nil {
+		klog.ErrorS(err, "Agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+// run parses flags and the environment, then serves until ctx ends.
+func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on; keep it on localhost")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; the pod's service account when empty")
+	leaseDuration := fs.Duration("lease-duration", member.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it")
+	autoAck := fs.Bool("auto-ack", false, "acknowledge each assignment as soon as it is read, for consumers that never call /v1/ack")
+	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")
+	maxPoll := fs.Duration("max-poll-timeout", 5*time.Minute, "longest timeout a long-poll may ask for")
+	drainTimeout := fs.Duration("drain-timeout", 10*time.Minute, "longest a drain waits; also its timeout when the request gives none")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	cfg, err := member.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	cfg.LeaseDuration, cfg.AutoAck, cfg.DrainAckTimeout = *leaseDuration, *autoAck, *drainAckTimeout
+
+	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the Kubernetes client configuration: %w", err)
+	}
+	restConfig.UserAgent = "consumergroup-agent"
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	client, err := member.New(cs, cfg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	logger := klog.FromContext(ctx)
+	logger.Info("Serving assignment", "address", ln.Addr().String(), "group", cfg.Group, "pod", cfg.Pod, "lease", client.LeaseName())
+	return serve(ctx, client, ln, limits{defaultPoll: min(30*time.Second, *maxPoll), maxPoll: *maxPoll, drain: *drainTimeout})
+}
+
+// serve runs the member client and the HTTP API on ln until ctx ends.
+func serve(ctx context.Context, client *member.Client, ln net.Listener, l limits) error {
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	runDone := make(chan error, 1)
+	go func() { runDone <- client.Run(runCtx) }()
+
+	srv := &http.Server{
+		Handler:           newHandler(client, l),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: long-polls and drains are bounded by their own timeouts.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveDone:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	// The Lease stays: it is deleted with the pod, and a restarted agent takes it over.
+	cancelRun()
+	if runErr := <-runDone; runErr != nil && err == nil {
+		err = runErr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

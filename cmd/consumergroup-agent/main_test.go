@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+// One real API server for the package's tests.
+var cs kubernetes.Interface
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or set it to the directory holding etcd and kube-apiserver (bin/k8s/1.37.2-linux-amd64)")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	cs = kubernetes.NewForConfigOrDie(cfg)
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agent is a running agent on a real localhost listener, for one member pod.
+type agent struct {
+	t    *testing.T
+	base string
+	ns   string
+}
+
+func startAgent(t *testing.T, ns, group, pod string) agent {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "consumer", Image: "consumer"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := member.New(cs, member.Config{
+		Namespace: ns, Group: group, Pod: pod, PodUID: p.UID,
+		LeaseDuration: 3 * time.Second, DrainAckTimeout: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(runCtx, client, ln, limits{defaultPoll: 30 * time.Second, maxPoll: time.Minute, drain: time.Minute})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return agent{t: t, base: "http://" + ln.Addr().String(), ns: ns}
+}
+
+// call sends a request and decodes the JSON response into out (when not nil), returning the status code.
+func (a agent) call(method, path, body string, out any) int {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		a.t.Fatalf("%s %s: Content-Type %q, body %s", method, path, ct, data)
+	}
+	if out != nil {
+		if err := json.NewDecoder(bytes.NewReader(data)).Decode(out); err != nil {
+			a.t.Fatalf("%s %s: decoding %s: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (a agent) publish(group string, generation int64, entries map[string][]member.Queue) {
+	a.t.Helper()
+	data := map[string]string{}
+	for pod, qs := range entries {
+		v, err := assignment.Encode(pod, generation, qs)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		data[pod] = string(v)
+	}
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps(a.ns)
+	cm, err := cms.Get(ctx, member.AssignmentConfigMapName(group), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: member.AssignmentConfigMapName(group)}}
+		err = nil
+	}
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	cm.Annotations = map[string]string{member.GenerationAnnotation: fmt.Sprint(generation)}
+	cm.Data = data
+	if cm.ResourceVersion == "" {
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	} else {
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func orders(ids ...int32) []member.Queue {
+	out := make([]member.Queue, len(ids))
+	for i, id := range ids {
+		out[i] = member.Queue{Topic: "orders", Broker: "broker-a", ID: id}
+	}
+	return out
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func TestAgentHTTPAPI(t *testing.T) {
+	a := startAgent(t, "agent-api", "orders", "consumer-0")
+
+	// Healthy once the assignment is read and the Lease written.
+	eventually(t, 10*time.Second, func() error {
+		var h healthResponse
+		if code := a.call("GET", "/healthz", "", &h); code != http.StatusOK || !h.OK {
+			return fmt.Errorf("healthz %d: %+v", code, h)
+		}
+		return nil
+	})
+	var resp assignmentResponse
+	a.call("GET", "/v1/assignment", "", &resp)
+	if resp.Generation != 0 || len(resp.Queues) != 0 || !strings.Contains(resp.Reason, "does not exist") {
+		t.Fatalf("before anything is published: %+v, want generation 0, no queues and a reason", resp)
+	}
+
+	a.publish("orders", 1, map[string][]member.Queue{"consumer-0": orders(0, 1), "consumer-1": orders(2)})
+	eventually(t, 10*time.Second, func() error {
+		resp = assignmentResponse{}
+		a.call("GET", "/v1/assignment", "", &resp)
+		if resp.Generation != 1 {
+			return fmt.Errorf("generation %d, want 1", resp.Generation)
+		}
+		return nil
+	})
+	want := assignmentResponse{
+		Generation: 1, Member: "consumer-0", Group: "orders", Pod: "consumer-0",
+		Queues:        []string{"orders/broker-a/0", "orders/broker-a/1"},
+		MessageQueues: []messageQueue{{"orders", "broker-a", 0}, {"orders", "broker-a", 1}},
+	}
+	if fmt.Sprint(resp) != fmt.Sprint(want) {
+		t.Fatalf("GET /v1/assignment = %+v, want %+v", resp, want)
+	}
+
+	// A long-poll returns the next generation once it is published.
+	polled := make(chan assignmentResponse, 1)
+	go func() {
+		var r assignmentResponse
+		a.call("GET", "/v1/assignment?after=1&timeout=20s", "", &r)
+		polled <- r
+	}()
+	a.publish("orders", 2, map[string][]member.Queue{"consumer-0": orders(0), "consumer-1": orders(1, 2)})
+	if r := <-polled; r.Generation != 2 || fmt.Sprint(r.Queues) != "[orders/broker-a/0]" {
+		t.Fatalf("long-poll after 1 returned %+v, want generation 2 with orders/broker-a/0", r)
+	}
+	// A long-poll that times out returns what is in force.
+	resp = assignmentResponse{}
+	if code := a.call("GET", "/v1/assignment?after=2&timeout=100ms", "", &resp); code != http.StatusOK || resp.Generation != 2 {
+		t.Fatalf("timed-out long-poll: %d %+v, want 200 with generation 2", code, resp)
+	}
+
+	// Acknowledgements.
+	var acked map[string]int64
+	if code := a.call("POST", "/v1/ack", `{"generation":2}`, &acked); code != http.StatusOK || acked["acked"] != 2 {
+		t.Fatalf("POST /v1/ack 2: %d %v", code, acked)
+	}
+	eventually(t, 10*time.Second, func() error {
+		lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), member.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v := lease.Annotations[member.AckedGenerationAnnotation]; v != "2" {
+			return fmt.Errorf("acked annotation %q, want 2", v)
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		mentions           string
+	}{
+		{"POST", "/v1/ack", `{"generation":9}`, http.StatusConflict, "generation 9"},
+		{"POST", "/v1/ack", `{"gen":2}`, http.StatusBadRequest, `{"generation": N}`},
+		{"POST", "/v1/ack", `not json`, http.StatusBadRequest, `{"generation": N}`},
+		{"GET", "/v1/assignment?after=x", "", http.StatusBadRequest, "after="},
+		{"GET", "/v1/assignment?after=1&timeout=soon", "", http.StatusBadRequest, "timeout="},
+		{"GET", "/v1/ack", "", http.StatusMethodNotAllowed, "not allowed"},
+		{"GET", "/v2/assignment", "", http.StatusNotFound, "/v1/assignment"},
+	} {
+		var e errorBody
+		if code := a.call(tc.method, tc.path, tc.body, &e); code != tc.code || !strings.Contains(e.Error, tc.mentions) {
+			t.Errorf("%s %s %s: %d %q, want %d mentioning %q", tc.method, tc.path, tc.body, code, e.Error, tc.code, tc.mentions)
+		}
+	}
+}
+
+func TestAgentDrain(t *testing.T) {
+	a := startAgent(t, "agent-drain", "orders", "consumer-0")
+	a.publish("orders", 1, map[string][]member.Queue{"consumer-0": orders(0, 1, 2)})
+	eventually(t, 10*time.Second, func() error {
+		var resp assignmentResponse
+		if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != 1 {
+			return fmt.Errorf("generation %d, want 1", resp.Generation)
+		}
+		return nil
+	})
+
+	var e errorBody
+	if code := a.call("POST", "/v1/drain?timeout=300ms", "", &e); code != http.StatusGatewayTimeout || !strings.Contains(e.Error, "3 queues") {
+		t.Fatalf("drain while holding queues: %d %q, want 504 naming the 3 queues", code, e.Error)
+	}
+
+	drained := make(chan int, 1)
+	go func() { drained <- a.call("POST", "/v1/drain", "", nil) }()
+	a.publish("orders", 2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": orders(0, 1, 2)})
+	// The consumer sees the release, stops, and acknowledges it; then the drain returns.
+	var resp assignmentResponse
+	a.call("GET", "/v1/assignment?after=1&timeout=20s", "", &resp)
+	if resp.Generation != 2 || len(resp.Queues) != 0 {
+		t.Fatalf("after the release: %+v, want generation 2 and no queues", resp)
+	}
+	if code := a.call("POST", "/v1/ack", `{"generation":2}`, nil); code != http.StatusOK {
+		t.Fatalf("ack: %d", code)
+	}
+	if code := <-drained; code != http.StatusOK {
+		t.Fatalf("drain returned %d, want 200", code)
+	}
+}
+
+func TestRunNamesMissingEnvironment(t *testing.T) {
+	for _, name := range []string{member.EnvPodName, member.EnvPodNamespace, member.EnvPodUID, member.EnvConsumerGroup} {
+		t.Setenv(name, "")
+	}
+	err := run(context.Background(), flag.NewFlagSet("agent", flag.ContinueOnError), nil)
+	if err == nil || !strings.Contains(err.Error(), member.EnvPodUID) || !strings.Contains(err.Error(), member.EnvConsumerGroup) {
+		t.Fatalf("run without the pod's environment returned %v, want an error naming the variables", err)
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+// maxBodyBytes bounds request bodies: the only body is {"generation":N}.
+const maxBodyBytes = 4 << 10
+
+// limits bound how long a request may wait.
+type limits struct {
+	// defaultPoll and maxPoll are the long-poll's timeout when none is given, and the most it may ask.
+	defaultPoll, maxPoll time.Duration
+	// drain is the longest a drain waits, and its timeout when none is given.
+	drain time.Duration
+}
+
+// server is the agent's HTTP API over one member client.
+type server struct {
+	client *member.Client
+	limits limits
+}
+
+func newHandler(c *member.Client, l limits) http.Handler {
+	s := &server{client: c, limits: l}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/assignment", s.assignment)
+	mux.HandleFunc("POST /v1/ack", s.ack)
+	mux.HandleFunc("POST /v1/drain", s.drain)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	return muxErrorsAsJSON(mux)
+}
+
+// messageQueue is a queue as RocketMQ's MessageQueue serialises it, so Java clients can bind it directly.
+type messageQueue struct {
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName"`
+	QueueID    int32  `json:"queueId"`
+}
+
+// assignmentResponse is the body of GET /v1/assignment.
+type assignmentResponse struct {
+	// Generation is the assignment generation in force; 0 means consume nothing.
+	Generation int64  `json:"generation"`
+	Member     string `json:"member"`
+	Group      string `json:"group"`
+	Pod        string `json:"pod"`
+	// Acked is the last generation acknowledged.
+	Acked int64 `json:"acked"`
+	// Queues are "topic/broker/id" strings.
+	Queues        []string       `json:"queues"`
+	MessageQueues []messageQueue `json:"messageQueues"`
+	// Reason says why nothing is in force when generation is 0.
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *server) response(a member.Assignment) assignmentResponse {
+	st := s.client.Status()
+	cfg := s.client.Config()
+	resp := assignmentResponse{
+		Generation:    a.Generation,
+		Member:        a.Member,
+		Group:         cfg.Group,
+		Pod:           cfg.Pod,
+		Acked:         st.AckedGeneration,
+		Queues:        make([]string, len(a.Queues)),
+		MessageQueues: make([]messageQueue, len(a.Queues)),
+	}
+	if resp.Member == "" {
+		resp.Member = cfg.MemberID
+	}
+	if a.Generation == 0 {
+		resp.Reason = st.Reason
+	}
+	for i, q := range a.Queues {
+		resp.Queues[i] = q.String()
+		resp.MessageQueues[i] = messageQueue{Topic: q.Topic, BrokerName: q.Broker, QueueID: q.ID}
+	}
+	return resp
+}
+
+// assignment returns the assignment in force; with after=N it waits, up to timeout, for one whose
+// generation is not N, and returns the one in force when the timeout passes.
+func (s *server) assignment(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("after") {
+		writeJSON(w, http.StatusOK, s.response(s.client.Current()))
+		return
+	}
+	after, err := strconv.ParseInt(q.Get("after"), 10, 64)
+	if err != nil || after < 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("after=%q: want the generation the caller holds, a whole number from 0", q.Get("after")))
+		return
+	}
+	timeout, ok := s.timeout(w, r, s.limits.defaultPoll, s.limits.maxPoll)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	a, err := s.client.Next(ctx, after)
+	if err != nil && r.Context().Err() != nil {
+		return // the caller went away
+	}
+	writeJSON(w, http.StatusOK, s.response(a))
+}
+
+type ackRequest struct {
+	Generation *int64 `json:"generation"`
+}
+
+func (s *server) ack(w http.ResponseWriter, r *http.Request) {
+	var req ackRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Generation == nil {
+		msg := `body must be {"generation": N}`
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	switch err := s.client.Ack(ctx, *req.Generation); {
+	case errors.Is(err, member.ErrUnknownGeneration):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]int64{"acked": s.client.Acked()})
+	}
+}
+
+// drain waits until the operator has released the pod's queues, for a preStop hook.
+func (s *server) drain(w http.ResponseWriter, r *http.Request) {
+	timeout, ok := s.timeout(w, r, s.limits.drain, s.limits.drain)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	if err := s.client.Drain(ctx); err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		writeError(w, http.StatusGatewayTimeout, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"drained": true, "acked": s.client.Acked()})
+}
+
+type healthResponse struct {
+	OK                  bool   `json:"ok"`
+	Synced              bool   `json:"synced"`
+	PublishedGeneration int64  `json:"publishedGeneration"`
+	AckedGeneration     int64  `json:"ackedGeneration"`
+	Generation          int64  `json:"generation"`
+	LeaseRenewedAt      string `json:"leaseRenewedAt,omitempty"`
+	Error               string `json:"error,omitempty"`
+}
+
+// healthz is healthy once the assignment has been read and the Lease is being renewed.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	st := s.client.Status()
+	resp := healthResponse{
+		Synced:              st.Synced,
+		PublishedGeneration: st.PublishedGeneration,
+		AckedGeneration:     st.AckedGeneration,
+		Generation:          st.InForce.Generation,
+	}
+	if !st.LeaseRenewedAt.IsZero() {
+		resp.LeaseRenewedAt = st.LeaseRenewedAt.UTC().Format(time.RFC3339Nano)
+	}
+	switch {
+	case !st.Synced:
+		resp.Error = "the assignment ConfigMap has not been read yet"
+	case st.LeaseRenewedAt.IsZero():
+		resp.Error = "the Lease has not been written yet"
+		if st.LeaseError != nil {
+			resp.Error += ": " + st.LeaseError.Error()
+		}
+	case st.LeaseError != nil:
+		resp.Error = "renewing the Lease: " + st.LeaseError.Error()
+	default:
+		resp.OK = true
+	}
+	code := http.StatusOK
+	if !resp.OK {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, resp)
+}
+
+// timeout reads the timeout query parameter: def when absent, an error when it is not a positive
+// duration, and at most max.
+func (s *server) timeout(w http.ResponseWriter, r *http.Request, def, maxTimeout time.Duration) (time.Duration, bool) {
+	v := r.URL.Query().Get("timeout")
+	if v == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout=%q: want a positive duration such as 30s", v))
+		return 0, false
+	}
+	return min(d, maxTimeout), true
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// muxErrorsAsJSON turns the mux's plain-text 404 and 405 into JSON errors, so every error has one shape.
+func muxErrorsAsJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&jsonMuxError{ResponseWriter: w, r: r}, r)
+	})
+}
+
+type jsonMuxError struct {
+	http.ResponseWriter
+	r          *http.Request
+	suppressed bool
+}
+
+func (j *jsonMuxError) WriteHeader(code int) {
+	h := j.ResponseWriter.Header()
+	// The mux answers with http.Error, which writes text/plain; the agent's own handlers write JSON.
+	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+		j.suppressed = true
+		h.Del("X-Content-Type-Options")
+		msg := fmt.Sprintf("no such endpoint: %s %s", j.r.Method, j.r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			msg = fmt.Sprintf("%s is not allowed on %s (allowed: %s)", j.r.Method, j.r.URL.Path, h.Get("Allow"))
+		}
+		writeError(j.ResponseWriter, code, msg+"; the agent serves GET /v1/assignment, POST /v1/ack, POST /v1/drain and GET /healthz")
+		return
+	}
+	j.ResponseWriter.WriteHeader(code)
+}
+
+func (j *jsonMuxError) Write(b []byte) (int, error) {
+	if j.suppressed {
+		return len(b), nil
+	}
+	return j.ResponseWriter.Write(b)
+}
