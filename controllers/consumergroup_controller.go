@@ -242,6 +242,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		d.problem = prob
 		return d
 	}
+	members, nextExpiry := liveMembers(members, obs.leases, now.Time)
 	target, queueCount, prob := planFor(group, members, old.previousPlan())
 	if prob != nil {
 		d.problem = prob
@@ -271,6 +272,12 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 	}
 	d.members, d.queueCount = members, queueCount
 	d.fenced, d.withheld, d.requeueAfter = h.fenced, h.withheld, h.requeueAfter
+	if !nextExpiry.IsZero() {
+		untilExpiry := max(nextExpiry.Sub(now.Time), 100*time.Millisecond)
+		if d.requeueAfter == 0 || untilExpiry < d.requeueAfter {
+			d.requeueAfter = untilExpiry
+		}
+	}
 	handoffRaw := h.state.encode()
 	if obs.configMap != nil && maps.Equal(data, old.data) && old.generation == generation {
 		// The plan is as published; the handoff state may still have moved on (an acknowledgement, a

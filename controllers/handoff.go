@@ -287,3 +287,28 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 		}
 	}
 }
+
+// liveMembers drops the members whose Lease has expired: a member pod that keeps a Lease stops reading
+// when it cannot renew it, so its queues must go to others, even though its pod may still look Ready.
+// Pods without a Lease (consumers that do not use the member protocol) stay members while Ready. It
+// returns when the earliest remaining Lease expires, for the reconciler to look again then: renewals do
+// not trigger a pass.
+func liveMembers(members []member, leases map[string]podmember.LeaseState, now time.Time) ([]member, time.Time) {
+	live := members[:0:0]
+	var nextExpiry time.Time
+	for _, m := range members {
+		lease, ok := leases[m.Pod]
+		if !ok || lease.RenewTime.IsZero() {
+			live = append(live, m)
+			continue
+		}
+		if !lease.Live(now) {
+			continue
+		}
+		live = append(live, m)
+		if expiry := lease.RenewTime.Add(lease.Duration); nextExpiry.IsZero() || expiry.Before(nextExpiry) {
+			nextExpiry = expiry
+		}
+	}
+	return live, nextExpiry
+}
