@@ -44,8 +44,12 @@ const (
 // TestLargeGroup publishes the assignment of a 65,536-queue group to 2,048 members, times the rebalance
 // when a 2,049th member joins, and reads every entry back: every queue is owned exactly once, and a sample
 // of members sees its own entry through the pod-side package.
+//
+// Sticky and Averagely give each member a few runs of consecutive queue ids, so their entries stay small
+// (about 170 and 135 bytes). AveragelyByCircle deals the queues out one by one, so every member holds two
+// single ids on each of the 16 brokers: its assignment is the one that outgrows a single ConfigMap.
 func TestLargeGroup(t *testing.T) {
-	for _, strategy := range []v1alpha1.StrategyType{v1alpha1.Sticky, v1alpha1.Averagely} {
+	for _, strategy := range []v1alpha1.StrategyType{v1alpha1.Sticky, v1alpha1.Averagely, v1alpha1.AveragelyByCircle} {
 		t.Run(string(strategy), func(t *testing.T) {
 			lg := setupLargeGroup(t, strategy)
 			joiner := lg.newPod("joiner-0")
@@ -291,9 +295,10 @@ func startInProcessOperator(tb testing.TB, c *cluster) {
 	opts := manager.Options("0", "0", false, "", "")
 	// Subtests and benchmark runs start the controller again in the same process.
 	opts.Controller.SkipNameValidation = ptr.To(true)
-	// What ctrl.GetConfigOrDie gives main.go when the kubeconfig sets no rate limit.
+	// What ctrl.GetConfigOrDie gives main.go when the kubeconfig sets no rate limit: none on the client
+	// side, the API server's priority and fairness instead.
 	cfg := rest.CopyConfig(c.cfg)
-	cfg.QPS, cfg.Burst = 20, 30
+	cfg.QPS, cfg.Burst = -1, 0
 	mgr, err := ctrl.NewManager(cfg, opts)
 	must(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
