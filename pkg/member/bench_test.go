@@ -1,0 +1,103 @@
+package member_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+// BenchmarkDelivery measures how long a new generation takes from the start of the ConfigMap write (as the
+// operator would issue it) to its delivery through Client.Next, one update at a time. Each op is one
+// update; run with -benchtime=Nx, N ≥ 200, for meaningful percentiles. The ConfigMap has one entry of 8
+// queues per member, and every update changes the watched pod's entry.
+func BenchmarkDelivery(b *testing.B) {
+	for _, members := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			ns := newNamespace(b)
+			m := startMember(b, ns, "orders", "consumer-0", nil, nil)
+			ctx := context.Background()
+
+			entries := func(gen int64) map[string]string {
+				data := make(map[string]string, members)
+				for i := range members {
+					// Rotating the queues changes every entry, as a rebalance of the whole group would.
+					first := int32((int64(i)*8 + gen) % 65536)
+					qs := queues(first, first+1, first+2, first+3, first+4, first+5, first+6, first+7)
+					value, err := assignment.Encode(fmt.Sprintf("consumer-%d", i), gen, qs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					data[fmt.Sprintf("consumer-%d", i)] = string(value)
+				}
+				return data
+			}
+			cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:        member.AssignmentConfigMapName("orders"),
+					Annotations: map[string]string{member.GenerationAnnotation: "1"},
+				},
+				Data: entries(1),
+			}, metav1.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			eventually(b, 10*time.Second, func() error {
+				if g := m.client.Current().Generation; g != 1 {
+					return fmt.Errorf("generation %d in force, want 1", g)
+				}
+				return nil
+			})
+
+			// The entries are built outside the timed part: the operator's encoding is not the pod's cost.
+			prepared := make([]map[string]string, b.N)
+			for i := range prepared {
+				prepared[i] = entries(int64(i) + 2)
+			}
+			latencies := make([]time.Duration, 0, b.N)
+			writes := make([]time.Duration, 0, b.N)
+			gen := int64(1)
+			b.ResetTimer()
+			for i := range b.N {
+				gen++
+				cm.Annotations[member.GenerationAnnotation] = fmt.Sprint(gen)
+				cm.Data = prepared[i]
+				start := time.Now()
+				if cm, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				writes = append(writes, time.Since(start))
+				waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				a, err := m.client.Next(waitCtx, gen-1)
+				cancel()
+				if err != nil || a.Generation != gen {
+					b.Fatalf("waiting for generation %d: got %d, %v", gen, a.Generation, err)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(latencies)
+			b.ReportMetric(ms(percentile(latencies, 50)), "p50-ms")
+			b.ReportMetric(ms(percentile(latencies, 99)), "p99-ms")
+			b.ReportMetric(ms(latencies[len(latencies)-1]), "max-ms")
+			// The write's own round trip, to tell the API server's share from the watch and the client's.
+			slices.Sort(writes)
+			b.ReportMetric(ms(percentile(writes, 50)), "write-p50-ms")
+		})
+	}
+}
+
+// percentile is the p-th percentile of sorted, by the nearest-rank method.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	rank := (p*len(sorted) + 99) / 100
+	return sorted[max(rank, 1)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
