@@ -66,12 +66,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	d := decide(&group, obs, metav1.NewTime(r.Clock.Now()))
-	if d.publish != nil {
-		if err := r.publish(ctx, d.publish, d.staleKeys); err != nil {
+	if len(d.writes) > 0 || len(d.deletes) > 0 {
+		if err := r.publish(ctx, obs, d); err != nil {
 			return ctrl.Result{}, fmt.Errorf("publishing assignment: %w", err)
 		}
-		log.FromContext(ctx).Info("Published assignment", "generation", d.current.generation,
-			"members", len(d.members), "queues", d.queueCount, "moved", d.moved)
+		if d.rebalanced {
+			log.FromContext(ctx).Info("Published assignment", "generation", d.current.generation,
+				"members", len(d.members), "queues", d.queueCount, "moved", d.moved, "objects", len(d.writes))
+		}
 	}
 
 	now := metav1.NewTime(r.Clock.Now())
@@ -111,8 +113,10 @@ type observation struct {
 	pods []corev1.Pod
 	// nodeZones maps the name of each node the pods run on to its zone label.
 	nodeZones map[string]string
-	// configMap is the published assignment, nil when there is none.
+	// configMap is the group's assignment ConfigMap, nil when there is none.
 	configMap *corev1.ConfigMap
+	// shards are the group's other ConfigMaps (shards of a large assignment), by name.
+	shards map[string]*corev1.ConfigMap
 	// podUIDs maps the name of every pod the handoff must know about (members, pods in the published plan
 	// or in a pending revocation) that still exists to its UID.
 	podUIDs map[string]types.UID
@@ -123,13 +127,32 @@ type observation struct {
 }
 
 func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup) (observation, error) {
-	var obs observation
-	var cm corev1.ConfigMap
-	switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: AssignmentName(group.Name)}, &cm); {
-	case err == nil:
-		obs.configMap = &cm
-	case !apierrors.IsNotFound(err):
+	obs := observation{shards: map[string]*corev1.ConfigMap{}}
+	var owned corev1.ConfigMapList
+	if err := r.List(ctx, &owned, client.InNamespace(group.Namespace), client.MatchingLabels{v1alpha1.GroupLabel: group.Name}); err != nil {
 		return obs, err
+	}
+	for i := range owned.Items {
+		cm := &owned.Items[i]
+		if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != group.UID {
+			continue
+		}
+		if cm.Name == AssignmentName(group.Name) {
+			obs.configMap = cm
+		} else {
+			obs.shards[cm.Name] = cm
+		}
+	}
+	if obs.configMap == nil {
+		// The cache lists only ConfigMaps carrying the operator's labels; one whose labels were edited away
+		// is read directly, so that it is repaired rather than recreated.
+		var cm corev1.ConfigMap
+		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: AssignmentName(group.Name)}, &cm); {
+		case err == nil:
+			obs.configMap = &cm
+		case !apierrors.IsNotFound(err):
+			return obs, err
+		}
 	}
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
@@ -171,7 +194,7 @@ func (r *ConsumerGroupReconciler) observeHandoff(ctx context.Context, group *v1a
 	for i := range obs.pods {
 		obs.podUIDs[obs.pods[i].Name] = obs.pods[i].UID
 	}
-	old := readAssignment(obs.configMap)
+	old := readAssignment(obs.configMap, obs.shards)
 	var named []string
 	for pod := range old.entries {
 		named = append(named, pod)
@@ -212,10 +235,10 @@ func (r *ConsumerGroupReconciler) observeHandoff(ctx context.Context, group *v1a
 // decision is what one pass does: what to publish, if anything, and what is in force afterwards.
 type decision struct {
 	members []member
-	// publish is the ConfigMap to apply; nil when what is published is already right.
-	publish *corev1ac.ConfigMapApplyConfiguration
-	// staleKeys are keys of the published ConfigMap that the new data no longer holds.
-	staleKeys []string
+	// writes are the ConfigMaps to apply, in order; empty when what is published is already right.
+	writes []*corev1ac.ConfigMapApplyConfiguration
+	// deletes are shard ConfigMaps the new assignment no longer uses, deleted after the writes.
+	deletes []string
 	// current is what is published once this pass is done.
 	current    publishedAssignment
 	queueCount int
@@ -231,7 +254,7 @@ type decision struct {
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, the
 // assignment to publish. Any problem keeps the published assignment in place.
 func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) decision {
-	old := readAssignment(obs.configMap)
+	old := readAssignment(obs.configMap, obs.shards)
 	d := decision{current: old}
 	if obs.selectorProblem != nil {
 		d.problem = obs.selectorProblem
@@ -279,11 +302,16 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		}
 	}
 	handoffRaw := h.state.encode()
+	shards, prob := shardCount(data)
+	if prob != nil {
+		d.problem = prob
+		return d
+	}
 	if obs.configMap != nil && maps.Equal(data, old.data) && old.generation == generation {
-		// The plan is as published; the handoff state may still have moved on (an acknowledgement, a
-		// timeout), which is written without a new generation since no member's queues change.
-		if handoffRaw != old.handoffRaw || !metadataIntact(group, obs.configMap, old.generation, old.rebalancedAt) {
-			d.publish = assignmentConfigMap(group, data, old.generation, old.rebalancedAt, handoffRaw)
+		// The plan is as published; only the handoff state may have moved on (an acknowledgement, a
+		// timeout), or someone edited an object's metadata: no member's queues change, so no new generation.
+		d.plan(group, obs, assignmentObjects(group, data, shards, old.generation, old.rebalancedAt, handoffRaw))
+		if len(d.writes) > 0 {
 			d.current.handoff, d.current.handoffRaw = h.state, handoffRaw
 		}
 		return d
@@ -291,43 +319,72 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 
 	generation++
 	data, _ = assignmentData(members, plan, generation)
-	for key := range old.data {
-		if _, ok := data[key]; !ok {
-			d.staleKeys = append(d.staleKeys, key)
-		}
-	}
-	slices.Sort(d.staleKeys)
-	d.publish = assignmentConfigMap(group, data, generation, now.Time, handoffRaw)
+	objects := assignmentObjects(group, data, shards, generation, now.Time, handoffRaw)
+	d.plan(group, obs, objects)
 	d.moved = movedQueues(old.plan(), plan)
 	d.rebalanced = true
 	d.current = readAssignment(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Annotations: d.publish.Annotations},
+		ObjectMeta: metav1.ObjectMeta{Annotations: objects[len(objects)-1].Annotations},
 		Data:       data,
-	})
+	}, nil)
+	d.current.shards = shards
 	return d
 }
 
-// publish applies the assignment ConfigMap in one write. Keys that another field manager added stay after
-// an apply; they are removed with a second patch so that the ConfigMap holds exactly the published plan.
-func (r *ConsumerGroupReconciler) publish(ctx context.Context, cm *corev1ac.ConfigMapApplyConfiguration, staleKeys []string) error {
-	if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return err
-	}
-	remove := map[string]any{}
-	for _, key := range staleKeys {
-		if _, still := cm.Data[key]; still {
-			remove[key] = nil
+// plan sets the writes that bring the published objects to objects, and the shards to delete.
+func (d *decision) plan(group *v1alpha1.ConsumerGroup, obs observation, objects []*corev1ac.ConfigMapApplyConfiguration) {
+	wanted := map[string]bool{}
+	for _, o := range objects {
+		wanted[*o.Name] = true
+		observed := obs.shards[*o.Name]
+		if *o.Name == AssignmentName(group.Name) {
+			observed = obs.configMap
+		}
+		if !upToDate(group, observed, o) {
+			d.writes = append(d.writes, o)
 		}
 	}
-	if len(remove) == 0 {
-		return nil
+	for _, name := range slices.Sorted(mapKeys(obs.shards)) {
+		if !wanted[name] {
+			d.deletes = append(d.deletes, name)
+		}
 	}
-	patch, err := json.Marshal(map[string]any{"data": remove})
-	if err != nil {
-		return err
+}
+
+// publish applies the decided ConfigMaps, each in one write, then deletes unused shards. Keys that another
+// field manager added stay after an apply; they are removed with a second patch so that each ConfigMap
+// holds exactly what the operator published.
+func (r *ConsumerGroupReconciler) publish(ctx context.Context, obs observation, d decision) error {
+	for _, cm := range d.writes {
+		// Apply decodes the server's answer into cm: remember what was meant first.
+		wanted := maps.Clone(cm.Data)
+		if err := r.Apply(ctx, cm, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return err
+		}
+		remove := map[string]any{}
+		for key := range cm.Data {
+			if _, ok := wanted[key]; !ok {
+				remove[key] = nil
+			}
+		}
+		if len(remove) == 0 {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"data": remove})
+		if err != nil {
+			return err
+		}
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: *cm.Namespace, Name: *cm.Name}}
+		if err := r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner)); err != nil {
+			return err
+		}
 	}
-	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: *cm.Namespace, Name: *cm.Name}}
-	return r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner))
+	for _, name := range d.deletes {
+		if err := client.IgnoreNotFound(r.Delete(ctx, obs.shards[name], client.Preconditions{UID: &obs.shards[name].UID})); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // groupsSelecting lists the groups in pod's namespace whose selector matches pod's labels.

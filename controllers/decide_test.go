@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 )
 
 func mem(id, zone string, weight int32) allocate.Member {
@@ -27,14 +30,29 @@ func testGroup(strategy v1alpha1.Strategy) *v1alpha1.ConsumerGroup {
 	}
 }
 
-// asConfigMap is the ConfigMap the API server would hold after applying d.publish.
-func asConfigMap(group *v1alpha1.ConsumerGroup, d decision) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: *d.publish.Name, Namespace: *d.publish.Namespace,
-		Labels: d.publish.Labels, Annotations: d.publish.Annotations,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v", Kind: "ConsumerGroup", Name: group.Name, UID: group.UID, Controller: ptr.To(true)}},
-	}, Data: d.publish.Data}
-	return cm
+// applied is what the API server holds after the writes of d: the observation of the next pass.
+func applied(group *v1alpha1.ConsumerGroup, before observation, d decision) observation {
+	obs := before
+	obs.shards = maps.Clone(before.shards)
+	if obs.shards == nil {
+		obs.shards = map[string]*corev1.ConfigMap{}
+	}
+	for _, w := range d.writes {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: *w.Name, Namespace: *w.Namespace,
+			Labels: w.Labels, Annotations: w.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v", Kind: "ConsumerGroup", Name: group.Name, UID: group.UID, Controller: ptr.To(true)}},
+		}, Data: w.Data}
+		if cm.Name == AssignmentName(group.Name) {
+			obs.configMap = cm
+		} else {
+			obs.shards[cm.Name] = cm
+		}
+	}
+	for _, name := range d.deletes {
+		delete(obs.shards, name)
+	}
+	return obs
 }
 
 func TestDecide(t *testing.T) {
@@ -43,23 +61,23 @@ func TestDecide(t *testing.T) {
 	pods := []corev1.Pod{pod("p0"), pod("p1")}
 
 	first := decide(group, observation{pods: pods}, now)
-	if first.problem != nil || first.publish == nil || !first.rebalanced {
-		t.Fatalf("first pass: problem=%v publish=%v rebalanced=%v", first.problem, first.publish != nil, first.rebalanced)
+	if first.problem != nil || len(first.writes) != 1 || !first.rebalanced {
+		t.Fatalf("first pass: problem=%v writes=%d rebalanced=%v", first.problem, len(first.writes), first.rebalanced)
 	}
-	if first.current.generation != 1 || len(first.publish.Data) != 2 || first.queueCount != 6 {
-		t.Fatalf("first pass published generation %d with %d keys and %d queues", first.current.generation, len(first.publish.Data), first.queueCount)
+	if first.current.generation != 1 || len(first.writes[0].Data) != 2 || first.queueCount != 6 {
+		t.Fatalf("first pass published generation %d with %d keys and %d queues", first.current.generation, len(first.writes[0].Data), first.queueCount)
 	}
-	published := asConfigMap(group, first)
+	published := applied(group, observation{pods: pods}, first).configMap
 
 	t.Run("unchanged world writes nothing", func(t *testing.T) {
 		d := decide(group, observation{pods: pods, configMap: published}, metav1.NewTime(now.Add(time.Hour)))
-		if d.publish != nil || d.rebalanced || d.problem != nil || d.current.generation != 1 {
-			t.Fatalf("publish=%v rebalanced=%v problem=%v generation=%d", d.publish != nil, d.rebalanced, d.problem, d.current.generation)
+		if len(d.writes) != 0 || d.rebalanced || d.problem != nil || d.current.generation != 1 {
+			t.Fatalf("writes=%d rebalanced=%v problem=%v generation=%d", len(d.writes), d.rebalanced, d.problem, d.current.generation)
 		}
 	})
 	t.Run("input order does not matter", func(t *testing.T) {
 		d := decide(group, observation{pods: []corev1.Pod{pods[1], pods[0]}, configMap: published}, now)
-		if d.publish != nil {
+		if len(d.writes) != 0 {
 			t.Fatal("reordered pods changed the plan")
 		}
 	})
@@ -67,24 +85,24 @@ func TestDecide(t *testing.T) {
 		cm := published.DeepCopy()
 		delete(cm.Labels, v1alpha1.GroupLabel)
 		d := decide(group, observation{pods: pods, configMap: cm}, now)
-		if d.publish == nil || d.rebalanced || d.publish.Annotations[v1alpha1.GenerationAnnotation] != "1" {
-			t.Fatalf("publish=%v rebalanced=%v", d.publish != nil, d.rebalanced)
+		if len(d.writes) != 1 || d.rebalanced || d.writes[0].Annotations[v1alpha1.GenerationAnnotation] != "1" {
+			t.Fatalf("writes=%d rebalanced=%v", len(d.writes), d.rebalanced)
 		}
 	})
 	t.Run("new member rebalances with a new generation", func(t *testing.T) {
 		d := decide(group, observation{pods: append(pods, pod("p2")), configMap: published}, now)
-		if d.publish == nil || !d.rebalanced || d.current.generation != 2 || len(d.publish.Data) != 3 {
-			t.Fatalf("publish=%v rebalanced=%v generation=%d", d.publish != nil, d.rebalanced, d.current.generation)
+		if len(d.writes) != 1 || !d.rebalanced || d.current.generation != 2 || len(d.writes[0].Data) != 3 {
+			t.Fatalf("writes=%d rebalanced=%v generation=%d", len(d.writes), d.rebalanced, d.current.generation)
 		}
 		// Averagely over 6 queues: p0 0-2 → 0-1, p1 3-5 → 2-3, p2 4-5: queue 2 moves p0→p1, 4 and 5 p1→p2.
 		if d.moved != 3 {
 			t.Errorf("moved %d queues, want 3", d.moved)
 		}
 	})
-	t.Run("departed member's keys are stale", func(t *testing.T) {
+	t.Run("departed member's key goes", func(t *testing.T) {
 		d := decide(group, observation{pods: pods[:1], configMap: published}, now)
-		if len(d.staleKeys) != 1 || d.staleKeys[0] != "p1" {
-			t.Fatalf("stale keys %v, want [p1]", d.staleKeys)
+		if len(d.writes) != 1 || len(d.writes[0].Data) != 1 || d.writes[0].Data["p0"] == "" {
+			t.Fatalf("writes %v, want one ConfigMap with p0's entry only", d.writes)
 		}
 	})
 	t.Run("deleted ConfigMap resumes after the status generation", func(t *testing.T) {
@@ -98,8 +116,8 @@ func TestDecide(t *testing.T) {
 	t.Run("problems keep the published assignment", func(t *testing.T) {
 		bad := []corev1.Pod{pods[0], pods[1], pod("p2", withAnnotation(v1alpha1.WeightAnnotation, "x"))}
 		d := decide(group, observation{pods: bad, configMap: published}, now)
-		if d.problem == nil || d.publish != nil || d.current.generation != 1 || len(d.current.entries) != 2 {
-			t.Fatalf("problem=%v publish=%v current generation=%d entries=%d", d.problem, d.publish != nil, d.current.generation, len(d.current.entries))
+		if d.problem == nil || len(d.writes) != 0 || d.current.generation != 1 || len(d.current.entries) != 2 {
+			t.Fatalf("problem=%v writes=%d current generation=%d entries=%d", d.problem, len(d.writes), d.current.generation, len(d.current.entries))
 		}
 	})
 	t.Run("strategy failure keeps the published assignment", func(t *testing.T) {
@@ -107,8 +125,8 @@ func TestDecide(t *testing.T) {
 		g := testGroup(v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby})
 		g.Spec.Topics[0].Brokers[0].Zone = "zone-a"
 		d := decide(g, observation{pods: pods, configMap: published}, now)
-		if d.problem == nil || d.problem.Reason != ReasonAllocationFailed || d.publish != nil {
-			t.Fatalf("problem=%v publish=%v", d.problem, d.publish != nil)
+		if d.problem == nil || d.problem.Reason != ReasonAllocationFailed || len(d.writes) != 0 {
+			t.Fatalf("problem=%v writes=%d", d.problem, len(d.writes))
 		}
 	})
 }
@@ -200,5 +218,57 @@ func TestMovedQueues(t *testing.T) {
 	// q1 moved a→b; q4's owner left, so it does not count.
 	if got := movedQueues(before, after); got != 1 {
 		t.Fatalf("moved %d, want 1", got)
+	}
+}
+
+func TestDecideShardsLargeAssignments(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.AveragelyByCircle})
+	group.Spec.Topics = []v1alpha1.Topic{{Name: "orders"}}
+	for b := range 16 {
+		group.Spec.Topics[0].Brokers = append(group.Spec.Topics[0].Brokers, v1alpha1.Broker{Name: fmt.Sprintf("broker-%02d", b), Queues: 4096})
+	}
+	var pods []corev1.Pod
+	for i := range 2048 {
+		pods = append(pods, pod(fmt.Sprintf("consumer-%04d", i)))
+	}
+	// By circle, each member's 32 queues are scattered over the brokers: the entries take about 1.5 MB.
+	d := decide(group, observation{pods: pods}, now)
+	if d.problem != nil || d.current.shards < 2 || len(d.writes) != d.current.shards+1 {
+		t.Fatalf("problem %v, %d shards, %d writes", d.problem, d.current.shards, len(d.writes))
+	}
+	main := d.writes[len(d.writes)-1]
+	if *main.Name != AssignmentName("g") || len(main.Data) != 0 || main.Annotations[assignment.ShardsAnnotation] != fmt.Sprint(d.current.shards) {
+		t.Fatalf("the assignment ConfigMap, written last, must name the shard count and hold no entries: %s %v", *main.Name, main.Annotations)
+	}
+	for _, w := range d.writes[:len(d.writes)-1] {
+		size := 0
+		for k, v := range w.Data {
+			size += len(k) + len(v)
+			if assignment.ShardName("g", assignment.ShardOf(k, d.current.shards)) != *w.Name {
+				t.Fatalf("entry %s is in %s, not where readers look", k, *w.Name)
+			}
+		}
+		if size > maxAssignmentBytes {
+			t.Fatalf("shard %s holds %d bytes", *w.Name, size)
+		}
+	}
+	obs := applied(group, observation{pods: pods}, d)
+	back := readAssignment(obs.configMap, obs.shards)
+	if len(back.entries) != 2048 || back.generation != 1 {
+		t.Fatalf("read back %d entries at generation %d", len(back.entries), back.generation)
+	}
+	if again := decide(group, obs, now); len(again.writes) != 0 || len(again.deletes) != 0 {
+		t.Fatalf("an unchanged sharded assignment was rewritten: %d writes, %d deletes", len(again.writes), len(again.deletes))
+	}
+
+	// Down to 64 members the entries fit one ConfigMap again, and the shards go.
+	obs.pods = pods[:64]
+	small := decide(group, obs, now)
+	if small.current.shards != 1 || len(small.writes) != 1 || len(small.deletes) != d.current.shards {
+		t.Fatalf("after scale-in: %d shards, %d writes, %d deletes", small.current.shards, len(small.writes), len(small.deletes))
+	}
+	if small.writes[0].Annotations[assignment.ShardsAnnotation] != "" || len(small.writes[0].Data) != 64 {
+		t.Fatalf("unsharded ConfigMap: annotations %v, %d entries", small.writes[0].Annotations, len(small.writes[0].Data))
 	}
 }

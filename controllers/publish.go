@@ -26,9 +26,12 @@ const (
 	// RebalancedAtAnnotation on the assignment ConfigMap holds when its plan last changed (RFC 3339).
 	RebalancedAtAnnotation = "messaging.consumergroup.io/rebalanced-at"
 
-	// maxAssignmentBytes keeps the ConfigMap's data under the API server's 1 MiB limit with room for
-	// metadata. A larger assignment is refused with a condition, never truncated.
+	// maxAssignmentBytes keeps a ConfigMap's data under the API server's 1 MiB limit, with room for
+	// metadata; larger assignments are spread over shard ConfigMaps.
 	maxAssignmentBytes = 900 * 1024
+	// maxShards bounds the shard ConfigMaps of one group (about 57 MiB of entries). A larger assignment is
+	// refused with a condition, never truncated.
+	maxShards = 64
 )
 
 // AssignmentName is the name of the ConfigMap that publishes group's assignment.
@@ -45,24 +48,41 @@ type publishedAssignment struct {
 	// handoff is the state of queues in flight, and handoffRaw its annotation as read.
 	handoff    handoffState
 	handoffRaw string
+	// shards is how many shard ConfigMaps hold the entries; 1 when the assignment ConfigMap holds them.
+	shards int
 }
 
-// readAssignment decodes an assignment ConfigMap; cm may be nil (nothing published yet). Entries that
-// cannot be decoded are left out: the ConfigMap no longer matches what the operator would write, so the
-// next pass rewrites it.
-func readAssignment(cm *corev1.ConfigMap) publishedAssignment {
-	p := publishedAssignment{entries: map[string]assignment.Entry{}, data: map[string]string{}}
+// readAssignment decodes a published assignment: the group's assignment ConfigMap (nil when nothing is
+// published yet) and, when it says the entries are sharded, the shard ConfigMaps (by name). Entries that
+// cannot be decoded are left out: the published objects no longer match what the operator would write,
+// so the next pass rewrites them.
+func readAssignment(cm *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) publishedAssignment {
+	p := publishedAssignment{entries: map[string]assignment.Entry{}, data: map[string]string{}, shards: 1}
 	if cm == nil {
 		return p
 	}
 	p.generation, _ = strconv.ParseInt(cm.Annotations[v1alpha1.GenerationAnnotation], 10, 64)
 	p.rebalancedAt, _ = time.Parse(time.RFC3339, cm.Annotations[RebalancedAtAnnotation])
-	maps.Copy(p.data, cm.Data)
 	p.handoffRaw = cm.Annotations[HandoffAnnotation]
 	p.handoff = decodeHandoff(p.handoffRaw)
-	for key, value := range cm.Data {
-		if e, _, err := assignment.Decode([]byte(value)); err == nil {
-			p.entries[key] = e
+	if n, err := strconv.Atoi(cm.Annotations[assignment.ShardsAnnotation]); err == nil && n > 1 {
+		p.shards = n
+	}
+	sources := []*corev1.ConfigMap{cm}
+	if p.shards > 1 {
+		sources = sources[:0]
+		for k := range p.shards {
+			if shard := shards[assignment.ShardName(cm.Labels[v1alpha1.GroupLabel], k)]; shard != nil {
+				sources = append(sources, shard)
+			}
+		}
+	}
+	for _, src := range sources {
+		for key, value := range src.Data {
+			p.data[key] = value
+			if e, _, err := assignment.Decode([]byte(value)); err == nil {
+				p.entries[key] = e
+			}
 		}
 	}
 	return p
@@ -105,35 +125,84 @@ func (p publishedAssignment) previousPlan() allocate.Plan {
 	return plan
 }
 
-// assignmentData renders the ConfigMap data for plan at generation: one key per member pod.
+// assignmentData renders the entries of plan at generation: one key per member pod.
 func assignmentData(members []member, plan allocate.Plan, generation int64) (map[string]string, *problem) {
 	data := make(map[string]string, len(members))
-	size := 0
 	for _, m := range members {
 		value, err := assignment.Encode(m.ID, generation, plan[m.ID])
 		if err != nil {
 			return nil, &problem{ReasonAllocationFailed, fmt.Sprintf("encoding the assignment of %s: %v", m.ID, err)}
 		}
 		data[m.Pod] = string(value)
-		size += len(m.Pod) + len(value)
-	}
-	if size > maxAssignmentBytes {
-		return nil, &problem{ReasonAssignmentTooLarge,
-			fmt.Sprintf("the assignment takes %d bytes, more than the %d a ConfigMap can safely hold; the last assignment stays published", size, maxAssignmentBytes)}
 	}
 	return data, nil
 }
 
-// assignmentConfigMap is the apply configuration of group's assignment ConfigMap.
-func assignmentConfigMap(group *v1alpha1.ConsumerGroup, data map[string]string, generation int64, rebalancedAt time.Time, handoffRaw string) *corev1ac.ConfigMapApplyConfiguration {
+// shardCount is how many ConfigMaps data needs: 1 when it fits the assignment ConfigMap, otherwise the
+// smallest power of two for which every shard fits. Powers of two keep most entries in place when the
+// count changes by one step. Past maxShards the assignment is refused, never truncated.
+func shardCount(data map[string]string) (int, *problem) {
+	total := 0
+	for key, value := range data {
+		total += len(key) + len(value)
+	}
+	if total <= maxAssignmentBytes {
+		return 1, nil
+	}
+	for shards := 2; shards <= maxShards; shards *= 2 {
+		sizes := make([]int, shards)
+		fits := true
+		for key, value := range data {
+			k := assignment.ShardOf(key, shards)
+			if sizes[k] += len(key) + len(value); sizes[k] > maxAssignmentBytes {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return shards, nil
+		}
+	}
+	return 0, &problem{ReasonAssignmentTooLarge, fmt.Sprintf(
+		"the assignment takes %d bytes, more than %d ConfigMaps of %d bytes can hold; reduce the queues or members of the group",
+		total, maxShards, maxAssignmentBytes)}
+}
+
+// assignmentObjects are the apply configurations that publish data at generation: the assignment
+// ConfigMap, and the shard ConfigMaps when the entries do not fit it. Shards come first: the assignment
+// ConfigMap, which says how many shards to read, is written last.
+func assignmentObjects(group *v1alpha1.ConsumerGroup, data map[string]string, shards int, generation int64, rebalancedAt time.Time, handoffRaw string) []*corev1ac.ConfigMapApplyConfiguration {
 	annotations := map[string]string{
 		v1alpha1.GenerationAnnotation: strconv.FormatInt(generation, 10),
 		RebalancedAtAnnotation:        rebalancedAt.UTC().Format(time.RFC3339),
 	}
+	if shards == 1 {
+		if handoffRaw != "" {
+			annotations[HandoffAnnotation] = handoffRaw
+		}
+		return []*corev1ac.ConfigMapApplyConfiguration{assignmentConfigMap(group, AssignmentName(group.Name), data, annotations)}
+	}
+	parts := make([]map[string]string, shards)
+	for k := range parts {
+		parts[k] = map[string]string{}
+	}
+	for key, value := range data {
+		parts[assignment.ShardOf(key, shards)][key] = value
+	}
+	objects := make([]*corev1ac.ConfigMapApplyConfiguration, 0, shards+1)
+	for k, part := range parts {
+		objects = append(objects, assignmentConfigMap(group, assignment.ShardName(group.Name, k), part, maps.Clone(annotations)))
+	}
+	annotations[assignment.ShardsAnnotation] = strconv.Itoa(shards)
 	if handoffRaw != "" {
 		annotations[HandoffAnnotation] = handoffRaw
 	}
-	return corev1ac.ConfigMap(AssignmentName(group.Name), group.Namespace).
+	return append(objects, assignmentConfigMap(group, AssignmentName(group.Name), map[string]string{}, annotations))
+}
+
+// assignmentConfigMap is the apply configuration of one ConfigMap that publishes group's assignment.
+func assignmentConfigMap(group *v1alpha1.ConsumerGroup, name string, data, annotations map[string]string) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(name, group.Namespace).
 		WithLabels(map[string]string{
 			v1alpha1.GroupLabel: group.Name,
 			ManagedByLabel:      ManagedByValue,
@@ -149,16 +218,26 @@ func assignmentConfigMap(group *v1alpha1.ConsumerGroup, data map[string]string, 
 		WithData(data)
 }
 
-// metadataIntact reports whether cm still carries the labels, annotations and owner the operator wrote.
-func metadataIntact(group *v1alpha1.ConsumerGroup, cm *corev1.ConfigMap, generation int64, rebalancedAt time.Time) bool {
-	if cm.Labels[v1alpha1.GroupLabel] != group.Name || cm.Labels[ManagedByLabel] != ManagedByValue {
+// ownAnnotations are the annotations the operator writes on the objects that publish an assignment.
+var ownAnnotations = []string{v1alpha1.GenerationAnnotation, RebalancedAtAnnotation, HandoffAnnotation, assignment.ShardsAnnotation}
+
+// upToDate reports whether observed already holds what desired would write: the same data, the
+// operator's labels and annotations, and the group as controller.
+func upToDate(group *v1alpha1.ConsumerGroup, observed *corev1.ConfigMap, desired *corev1ac.ConfigMapApplyConfiguration) bool {
+	if observed == nil || !maps.Equal(observed.Data, desired.Data) && !(len(observed.Data) == 0 && len(desired.Data) == 0) {
 		return false
 	}
-	if cm.Annotations[v1alpha1.GenerationAnnotation] != strconv.FormatInt(generation, 10) ||
-		cm.Annotations[RebalancedAtAnnotation] != rebalancedAt.UTC().Format(time.RFC3339) {
-		return false
+	for k, v := range desired.Labels {
+		if observed.Labels[k] != v {
+			return false
+		}
 	}
-	owner := metav1.GetControllerOf(cm)
+	for _, k := range ownAnnotations {
+		if observed.Annotations[k] != desired.Annotations[k] {
+			return false
+		}
+	}
+	owner := metav1.GetControllerOf(observed)
 	return owner != nil && owner.UID == group.UID
 }
 

@@ -14,6 +14,7 @@ package assignment
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"fmt"
 	"slices"
 	"strconv"
@@ -205,4 +206,25 @@ func Compact(queues []allocate.Queue) []BrokerQueues {
 // ExpandAll lists the queues of groups, sorted by topic, broker and id.
 func ExpandAll(groups []BrokerQueues) ([]allocate.Queue, error) {
 	return Entry{Queues: groups}.Expand()
+}
+
+// ShardsAnnotation on a group's assignment ConfigMap ("<group>-assignment") says over how many shard
+// ConfigMaps the entries are spread. Absent or "1": the entries are in that ConfigMap itself. Otherwise
+// the ConfigMap holds no entries, and the entry of pod P is in ShardName(group, ShardOf(P, shards)).
+const ShardsAnnotation = "messaging.consumergroup.io/shards"
+
+// ShardName is the name of a group's shard ConfigMap number shard.
+func ShardName(group string, shard int) string {
+	return group + "-assignment-" + strconv.Itoa(shard)
+}
+
+// ShardOf says which of shards shard ConfigMaps holds pod's entry: FNV-1a (32 bit) of the pod name,
+// modulo shards. Any reader can compute it.
+func ShardOf(pod string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(pod))
+	return int(h.Sum32() % uint32(shards))
 }
