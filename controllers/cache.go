@@ -20,7 +20,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		panic(err)
 	}
 	return map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}:      {Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})},
+		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})},
 		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
 		&corev1.Pod{}:           {Transform: StripPod},
 	}

@@ -60,7 +60,7 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		Scheme: testScheme,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject: CacheByObject(),
+			ByObject:          CacheByObject(),
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

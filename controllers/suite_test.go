@@ -101,7 +101,7 @@ func startManager(t *testing.T, namespace string) (stop func()) {
 		Scheme: testScheme,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{namespace: {}},
-			ByObject: CacheByObject(),
+			ByObject:          CacheByObject(),
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

@@ -14,8 +14,8 @@ package assignment
 
 import (
 	"encoding/json"
-	"hash/fnv"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
