@@ -22,6 +22,25 @@ import (
 // podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
 const podNodeIndex = "spec.nodeName"
 
+// groupSelectorIndex indexes groups by each "key=value" of their selector's matchLabels, and by "*" when
+// it has none, so that a pod event looks up the few groups that may select it instead of matching every
+// group of the namespace.
+const groupSelectorIndex = "spec.selector.matchLabels"
+
+const anyLabels = "*"
+
+func selectorIndexValues(o client.Object) []string {
+	labels := o.(*v1alpha1.ConsumerGroup).Spec.Selector.MatchLabels
+	if len(labels) == 0 {
+		return []string{anyLabels}
+	}
+	out := make([]string, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
 // SetupWithManager registers the reconciler and its watches: groups (spec changes), the ConfigMaps they
 // own (restored when edited or deleted), pods (mapped to the groups whose selector matches them) and
 // nodes (a zone label change re-plans the groups with members on that node).
@@ -32,6 +51,9 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -49,12 +71,28 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 // groupsForPod maps a pod to the groups whose selector matches it. On an update controller-runtime calls
 // it for the old and the new pod, so a pod whose labels no longer match still reaches its old group.
 func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Object) []reconcile.Request {
-	var groups v1alpha1.ConsumerGroupList
-	if err := r.List(ctx, &groups, client.InNamespace(o.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "Failed to list groups for a pod", "pod", client.ObjectKeyFromObject(o))
-		return nil
+	keys := []string{anyLabels}
+	for k, v := range o.GetLabels() {
+		keys = append(keys, k+"="+v)
 	}
-	return requests(groupsSelecting(groups.Items, o.GetLabels()))
+	seen := map[types.UID]bool{}
+	var candidates []v1alpha1.ConsumerGroup
+	for _, key := range keys {
+		var groups v1alpha1.ConsumerGroupList
+		if err := r.List(ctx, &groups, client.InNamespace(o.GetNamespace()), client.MatchingFields{groupSelectorIndex: key},
+			// Read-only use: skip copying each group out of the cache, on every pod event.
+			client.UnsafeDisableDeepCopy); err != nil {
+			log.FromContext(ctx).Error(err, "Failed to list groups for a pod", "pod", client.ObjectKeyFromObject(o))
+			return nil
+		}
+		for _, g := range groups.Items {
+			if !seen[g.UID] {
+				seen[g.UID] = true
+				candidates = append(candidates, g)
+			}
+		}
+	}
+	return requests(groupsSelecting(candidates, o.GetLabels()))
 }
 
 // groupsForNode maps a node to the groups that have pods on it.
