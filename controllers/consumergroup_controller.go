@@ -44,7 +44,7 @@ type ConsumerGroupReconciler struct {
 
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups/status,verbs=update
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch

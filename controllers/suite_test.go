@@ -97,7 +97,13 @@ func newNamespace(t *testing.T) string {
 // startManager runs the operator scoped to namespace until the test ends or stop is called.
 func startManager(t *testing.T, namespace string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	return startManagerAs(t, namespace, restConfig)
+}
+
+// startManagerAs runs the operator with the credentials of cfg.
+func startManagerAs(t *testing.T, namespace string, cfg *rest.Config) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testScheme,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{namespace: {}},
