@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,8 +25,11 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
-// One real API server for the package's tests.
-var cs kubernetes.Interface
+// One real API server for the package's tests; each test works in a namespace of its own.
+var (
+	cs        kubernetes.Interface
+	nsCounter atomic.Int64
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -68,9 +72,10 @@ type agent struct {
 	ns   string
 }
 
-func startAgent(t *testing.T, ns, group, pod string) agent {
+func startAgent(t *testing.T, prefix, group, pod string) agent {
 	t.Helper()
 	ctx := context.Background()
+	ns := fmt.Sprintf("%s-%d", prefix, nsCounter.Add(1))
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
