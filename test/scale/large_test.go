@@ -76,7 +76,7 @@ func TestLargeGroup(t *testing.T) {
 // published assignment giving it its queues, with all 2,049 members' entries at the new generation. Between
 // iterations, outside the timing, the member leaves again.
 //
-//	make test-scale SCALE_FLAGS='-run ^$ -bench LargeGroupRebalance -benchtime 3x'
+//	make test-scale SCALE_FLAGS='-run ^$$ -bench LargeGroupRebalance -benchtime 3x'
 func BenchmarkLargeGroupRebalance(b *testing.B) {
 	lg := setupLargeGroup(b, v1alpha1.Sticky)
 	var total, worst time.Duration
