@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -267,4 +268,60 @@ func TestRunTwiceFails(t *testing.T) {
 	if err := m.client.Run(ctx); err == nil {
 		t.Fatal("a second Run returned nil, want an error")
 	}
+}
+
+// stallingWatches holds back what watch responses deliver while stall is set, as a silently stuck
+// connection would; the data flows again once it is cleared.
+type stallingWatches struct {
+	next  http.RoundTripper
+	stall *atomic.Bool
+}
+
+func (s stallingWatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(req)
+	if err != nil || req.URL.Query().Get("watch") != "true" {
+		return resp, err
+	}
+	resp.Body = &stallingBody{ReadCloser: resp.Body, stall: s.stall, done: req.Context().Done()}
+	return resp, nil
+}
+
+type stallingBody struct {
+	io.ReadCloser
+	stall *atomic.Bool
+	done  <-chan struct{}
+}
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for b.stall.Load() {
+		select {
+		case <-b.done:
+			return 0, io.ErrUnexpectedEOF
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return n, err
+}
+
+func TestHoldsNothingWhileTheWatchIsStuck(t *testing.T) {
+	ns := newNamespace(t)
+	var stall atomic.Bool
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stallingWatches{next: rt, stall: &stall} })
+	m := startMember(t, ns, "orders", "consumer-0", nil, kubernetes.NewForConfigOrDie(cfg))
+	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
+
+	// The operator takes the queues away, but the pod's watch does not deliver it: the pod must stop
+	// renewing its Lease and, after the lease duration, hold nothing rather than keep queues it lost.
+	stall.Store(true)
+	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
+	eventually(t, 20*time.Second, inForce(m.client, 0, nil))
+	if err := m.client.Status().LeaseError; err == nil || !strings.Contains(err.Error(), "behind the API server") {
+		t.Fatalf("lease error %v, want one saying the watch is behind", err)
+	}
+
+	stall.Store(false)
+	eventually(t, 20*time.Second, inForce(m.client, 2, nil))
 }
