@@ -50,8 +50,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
+// eventually polls check until it succeeds, failing the test with check's last error after a bound that
+// catches a delivery that never comes, not a slow one.
+func eventually(t *testing.T, check func() error) {
 	t.Helper()
+	const timeout = 10 * time.Second
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
@@ -67,9 +70,10 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 
 // agent is a running agent on a real localhost listener, for one member pod.
 type agent struct {
-	t    *testing.T
-	base string
-	ns   string
+	t     *testing.T
+	base  string
+	ns    string
+	group string
 }
 
 func startAgent(t *testing.T, prefix, group, pod string) agent {
@@ -108,7 +112,7 @@ func startAgent(t *testing.T, prefix, group, pod string) agent {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return agent{t: t, base: "http://" + ln.Addr().String(), ns: ns}
+	return agent{t: t, base: "http://" + ln.Addr().String(), ns: ns, group: group}
 }
 
 // call sends a request and decodes the JSON response into out (when not nil), returning the status code.
@@ -122,7 +126,7 @@ func (a agent) call(method, path, body string, out any) int {
 	if err != nil {
 		a.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		a.t.Fatal(err)
@@ -138,7 +142,7 @@ func (a agent) call(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
-func (a agent) publish(group string, generation int64, entries map[string][]member.Queue) {
+func (a agent) publish(generation int64, entries map[string][]member.Queue) {
 	a.t.Helper()
 	data := map[string]string{}
 	for pod, qs := range entries {
@@ -150,9 +154,9 @@ func (a agent) publish(group string, generation int64, entries map[string][]memb
 	}
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps(a.ns)
-	cm, err := cms.Get(ctx, member.AssignmentConfigMapName(group), metav1.GetOptions{})
+	cm, err := cms.Get(ctx, member.AssignmentConfigMapName(a.group), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: member.AssignmentConfigMapName(group)}}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: member.AssignmentConfigMapName(a.group)}}
 		err = nil
 	}
 	if err != nil {
@@ -186,7 +190,7 @@ func TestAgentHTTPAPI(t *testing.T) {
 	a := startAgent(t, "agent-api", "orders", "consumer-0")
 
 	// Healthy once the assignment is read and the Lease written.
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, func() error {
 		var h healthResponse
 		if code := a.call("GET", "/healthz", "", &h); code != http.StatusOK || !h.OK {
 			return fmt.Errorf("healthz %d: %+v", code, h)
@@ -199,8 +203,8 @@ func TestAgentHTTPAPI(t *testing.T) {
 		t.Fatalf("before anything is published: %+v, want generation 0, no queues and a reason", resp)
 	}
 
-	a.publish("orders", 1, map[string][]member.Queue{"consumer-0": orders(0, 1), "consumer-1": orders(2)})
-	eventually(t, 10*time.Second, func() error {
+	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1), "consumer-1": orders(2)})
+	eventually(t, func() error {
 		resp = assignmentResponse{}
 		a.call("GET", "/v1/assignment", "", &resp)
 		if resp.Generation != 1 {
@@ -224,7 +228,7 @@ func TestAgentHTTPAPI(t *testing.T) {
 		a.call("GET", "/v1/assignment?after=1&timeout=20s", "", &r)
 		polled <- r
 	}()
-	a.publish("orders", 2, map[string][]member.Queue{"consumer-0": orders(0), "consumer-1": orders(1, 2)})
+	a.publish(2, map[string][]member.Queue{"consumer-0": orders(0), "consumer-1": orders(1, 2)})
 	if r := <-polled; r.Generation != 2 || fmt.Sprint(r.Queues) != "[orders/broker-a/0]" {
 		t.Fatalf("long-poll after 1 returned %+v, want generation 2 with orders/broker-a/0", r)
 	}
@@ -239,7 +243,7 @@ func TestAgentHTTPAPI(t *testing.T) {
 	if code := a.call("POST", "/v1/ack", `{"generation":2}`, &acked); code != http.StatusOK || acked["acked"] != 2 {
 		t.Fatalf("POST /v1/ack 2: %d %v", code, acked)
 	}
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, func() error {
 		lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), member.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -271,8 +275,8 @@ func TestAgentHTTPAPI(t *testing.T) {
 
 func TestAgentDrain(t *testing.T) {
 	a := startAgent(t, "agent-drain", "orders", "consumer-0")
-	a.publish("orders", 1, map[string][]member.Queue{"consumer-0": orders(0, 1, 2)})
-	eventually(t, 10*time.Second, func() error {
+	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1, 2)})
+	eventually(t, func() error {
 		var resp assignmentResponse
 		if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != 1 {
 			return fmt.Errorf("generation %d, want 1", resp.Generation)
@@ -287,7 +291,7 @@ func TestAgentDrain(t *testing.T) {
 
 	drained := make(chan int, 1)
 	go func() { drained <- a.call("POST", "/v1/drain", "", nil) }()
-	a.publish("orders", 2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": orders(0, 1, 2)})
+	a.publish(2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": orders(0, 1, 2)})
 	// The consumer sees the release, stops, and acknowledges it; then the drain returns.
 	var resp assignmentResponse
 	a.call("GET", "/v1/assignment?after=1&timeout=20s", "", &resp)

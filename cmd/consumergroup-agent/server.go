@@ -242,7 +242,7 @@ type jsonMuxError struct {
 }
 
 func (j *jsonMuxError) WriteHeader(code int) {
-	h := j.ResponseWriter.Header()
+	h := j.Header()
 	// The mux answers with http.Error, which writes text/plain; the agent's own handlers write JSON.
 	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
 		j.suppressed = true

@@ -22,7 +22,7 @@ func BenchmarkDelivery(b *testing.B) {
 	for _, members := range []int{64, 1024} {
 		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
 			ns := newNamespace(b)
-			m := startMember(b, ns, "orders", "consumer-0", nil, nil)
+			m := startMember(b, ns, nil, nil)
 			ctx := context.Background()
 
 			entries := func(gen int64) map[string]string {

@@ -108,8 +108,8 @@ func (c *Client) Config() Config { return c.cfg }
 // LeaseName is the name of the member's Lease.
 func (c *Client) LeaseName() string { return c.leaseName }
 
-// Run watches the assignment and keeps the Lease until ctx ends. It returns nil then, or an error at once
-// if it is already running. Failed API calls are logged and retried; while the Lease cannot be renewed,
+// Run watches the assignment and keeps the Lease until ctx ends, then returns nil. A Client runs once: a
+// second call returns an error at once. Failed API calls are logged and retried; while the Lease cannot be renewed,
 // the member holds no queues.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
@@ -285,7 +285,7 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 		return nil
 	}
 	if !adopted {
-		return fmt.Errorf("Lease %s has not been written yet; Run writes it when it starts", c.leaseName)
+		return fmt.Errorf("the Lease %s has not been written yet; Run writes it when it starts", c.leaseName)
 	}
 	if err := c.patchAcked(ctx, generation); err != nil {
 		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.leaseName, err)

@@ -20,9 +20,9 @@ import (
 
 func TestDeliversEachNewGeneration(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+	m := startMember(t, ns, nil, nil)
 
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1, 2), "consumer-1": queues(3)})
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1, 2), "consumer-1": queues(3)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1, 2)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -35,7 +35,7 @@ func TestDeliversEachNewGeneration(t *testing.T) {
 		}
 		next <- a
 	}()
-	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-0": queues(0, 1), "consumer-1": queues(2, 3)})
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-0": queues(0, 1), "consumer-1": queues(2, 3)})
 	a := <-next
 	if a.Generation != 2 || fmt.Sprint(a.Queues) != fmt.Sprint(queues(0, 1)) || a.Member != "consumer-0" {
 		t.Fatalf("Next delivered %+v, want generation 2 with queues 0 and 1 for consumer-0", a)
@@ -57,11 +57,11 @@ func TestDeliversEachNewGeneration(t *testing.T) {
 
 func TestMissingEntryMeansNoQueues(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
-	publish(t, ns, "orders", 4, map[string][]member.Queue{"consumer-0": queues(0)})
+	m := startMember(t, ns, nil, nil)
+	publish(t, ns, 4, map[string][]member.Queue{"consumer-0": queues(0)})
 	eventually(t, 10*time.Second, inForce(m.client, 4, queues(0)))
 
-	publish(t, ns, "orders", 5, map[string][]member.Queue{"consumer-1": queues(0)})
+	publish(t, ns, 5, map[string][]member.Queue{"consumer-1": queues(0)})
 	eventually(t, 10*time.Second, inForce(m.client, 5, nil))
 
 	// Without the ConfigMap there is no assignment at all: generation 0, hold nothing.
@@ -73,7 +73,7 @@ func TestMissingEntryMeansNoQueues(t *testing.T) {
 
 func TestLeaseNamesPodAsOwnerAndIsRenewed(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.MemberID = "10.0.0.7@consumer-0" }, nil)
+	m := startMember(t, ns, func(c *member.Config) { c.MemberID = "10.0.0.7@consumer-0" }, nil)
 
 	var firstRenew time.Time
 	eventually(t, 10*time.Second, func() error {
@@ -117,8 +117,8 @@ func TestLeaseNamesPodAsOwnerAndIsRenewed(t *testing.T) {
 
 func TestAckWritesTheLeaseAndOnlyGrows(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
-	publish(t, ns, "orders", 3, map[string][]member.Queue{"consumer-0": queues(0)})
+	m := startMember(t, ns, nil, nil)
+	publish(t, ns, 3, map[string][]member.Queue{"consumer-0": queues(0)})
 	eventually(t, 10*time.Second, inForce(m.client, 3, queues(0)))
 	ctx := context.Background()
 
@@ -142,7 +142,7 @@ func TestAckWritesTheLeaseAndOnlyGrows(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, member.AssignmentConfigMapName("orders"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(5)})
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(5)})
 	eventually(t, 10*time.Second, ackedInLease(ns, m, 0))
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(5)))
 	if err := m.client.Ack(ctx, 1); err != nil {
@@ -153,17 +153,17 @@ func TestAckWritesTheLeaseAndOnlyGrows(t *testing.T) {
 
 func TestAutoAck(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.AutoAck = true }, nil)
-	publish(t, ns, "orders", 7, map[string][]member.Queue{"consumer-0": queues(1)})
+	m := startMember(t, ns, func(c *member.Config) { c.AutoAck = true }, nil)
+	publish(t, ns, 7, map[string][]member.Queue{"consumer-0": queues(1)})
 	eventually(t, 10*time.Second, ackedInLease(ns, m, 7))
-	publish(t, ns, "orders", 8, map[string][]member.Queue{"consumer-0": queues(1, 2)})
+	publish(t, ns, 8, map[string][]member.Queue{"consumer-0": queues(1, 2)})
 	eventually(t, 10*time.Second, ackedInLease(ns, m, 8))
 }
 
 func TestDrainWaitsForTheOperatorToReleaseTheQueues(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = time.Hour }, nil)
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	m := startMember(t, ns, func(c *member.Config) { c.DrainAckTimeout = time.Hour }, nil)
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 
 	// While the pod still has queues, Drain runs into its deadline and says why.
@@ -179,7 +179,7 @@ func TestDrainWaitsForTheOperatorToReleaseTheQueues(t *testing.T) {
 	drained := make(chan error, 1)
 	go func() { drained <- m.client.Drain(ctx) }()
 
-	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": queues(0, 1)})
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 2, nil))
 	select {
 	case err := <-drained:
@@ -198,15 +198,15 @@ func TestDrainWaitsForTheOperatorToReleaseTheQueues(t *testing.T) {
 
 func TestDrainAcknowledgesTheReleaseItselfWhenTheApplicationDoesNot(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = 200 * time.Millisecond }, nil)
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0)})
+	m := startMember(t, ns, func(c *member.Config) { c.DrainAckTimeout = 200 * time.Millisecond }, nil)
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- m.client.Drain(ctx) }()
-	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-1": queues(0)})
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-1": queues(0)})
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
@@ -232,8 +232,8 @@ func TestHoldsNothingWhileTheLeaseCannotBeRenewed(t *testing.T) {
 	var fail atomic.Bool
 	cfg := rest.CopyConfig(restConfig)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failingLeaseWrites{next: rt, fail: &fail} })
-	m := startMember(t, ns, "orders", "consumer-0", nil, kubernetes.NewForConfigOrDie(cfg))
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	m := startMember(t, ns, nil, kubernetes.NewForConfigOrDie(cfg))
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -256,7 +256,7 @@ func TestHoldsNothingWhileTheLeaseCannotBeRenewed(t *testing.T) {
 
 func TestRunTwiceFails(t *testing.T) {
 	ns := newNamespace(t)
-	m := startMember(t, ns, "orders", "consumer-0", nil, nil)
+	m := startMember(t, ns, nil, nil)
 	eventually(t, 10*time.Second, func() error {
 		if !m.client.Status().Synced {
 			return errors.New("the first Run has not read the assignment yet")
@@ -309,14 +309,14 @@ func TestHoldsNothingWhileTheWatchIsStuck(t *testing.T) {
 	var stall atomic.Bool
 	cfg := rest.CopyConfig(restConfig)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return stallingWatches{next: rt, stall: &stall} })
-	m := startMember(t, ns, "orders", "consumer-0", nil, kubernetes.NewForConfigOrDie(cfg))
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	m := startMember(t, ns, nil, kubernetes.NewForConfigOrDie(cfg))
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 
 	// The operator takes the queues away, but the pod's watch does not deliver it: the pod must stop
 	// renewing its Lease and, after the lease duration, hold nothing rather than keep queues it lost.
 	stall.Store(true)
-	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
 	eventually(t, 20*time.Second, inForce(m.client, 0, nil))
 	if err := m.client.Status().LeaseError; err == nil || !strings.Contains(err.Error(), "behind the API server") {
 		t.Fatalf("lease error %v, want one saying the watch is behind", err)

@@ -54,7 +54,7 @@ func publishedFrom(cm *corev1.ConfigMap, pod string) published {
 	if v, ok := cm.Annotations[GenerationAnnotation]; ok {
 		gen, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || gen < 0 {
-			p.err = fmt.Errorf("ConfigMap %s has annotation %s=%q, which is not a generation", cm.Name, GenerationAnnotation, v)
+			p.err = fmt.Errorf("the ConfigMap %s has annotation %s=%q, which is not a generation", cm.Name, GenerationAnnotation, v)
 			return p
 		}
 		p.generation = gen
@@ -65,7 +65,7 @@ func publishedFrom(cm *corev1.ConfigMap, pod string) published {
 	}
 	entry, queues, err := assignment.Decode([]byte(value))
 	if err != nil {
-		p.err = fmt.Errorf("ConfigMap %s, key %s: %w", cm.Name, pod, err)
+		p.err = fmt.Errorf("the ConfigMap %s, key %s: %w", cm.Name, pod, err)
 		return p
 	}
 	p.generation = max(p.generation, entry.Generation)

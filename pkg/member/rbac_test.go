@@ -97,8 +97,8 @@ func TestDocumentedRBACIsEnough(t *testing.T) {
 		t.Fatalf("reading another ConfigMap as the consumer returned %v, want Forbidden", err)
 	}
 
-	m := startMember(t, ns, "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = 100 * time.Millisecond }, podClient)
-	publish(t, ns, "orders", 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	m := startMember(t, ns, func(c *member.Config) { c.DrainAckTimeout = 100 * time.Millisecond }, podClient)
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 	if err := m.client.Ack(ctx, 1); err != nil {
 		t.Fatalf("Ack with the documented RBAC: %v", err)
@@ -112,7 +112,7 @@ func TestDocumentedRBACIsEnough(t *testing.T) {
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- m.client.Drain(drainCtx) }()
-	publish(t, ns, "orders", 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain with the documented RBAC: %v", err)
 	}

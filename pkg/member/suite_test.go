@@ -97,9 +97,15 @@ type testMember struct {
 	cfg    member.Config
 }
 
-// startMember creates pod podName and runs a client for it until the test ends. tweak adjusts the
+// Every test runs one member pod of one group, in a namespace of its own.
+const (
+	group   = "orders"
+	podName = "consumer-0"
+)
+
+// startMember creates the pod podName and runs a client for it, in group, until the test ends. tweak adjusts the
 // configuration; clientset overrides the admin client when not nil.
-func startMember(t testing.TB, ns, group, podName string, tweak func(*member.Config), clientset kubernetes.Interface) testMember {
+func startMember(t testing.TB, ns string, tweak func(*member.Config), clientset kubernetes.Interface) testMember {
 	t.Helper()
 	pod := newPod(t, ns, podName)
 	cfg := member.Config{
@@ -131,9 +137,9 @@ func startMember(t testing.TB, ns, group, podName string, tweak func(*member.Con
 	return testMember{pod: pod, client: c, cfg: c.Config()}
 }
 
-// publish writes the group's assignment ConfigMap as the operator would: one key per pod, the generation
+// publish writes the assignment ConfigMap of group as the operator would: one key per pod, the generation
 // annotation, every entry at that generation.
-func publish(t testing.TB, ns, group string, generation int64, entries map[string][]member.Queue) {
+func publish(t testing.TB, ns string, generation int64, entries map[string][]member.Queue) {
 	t.Helper()
 	data := map[string]string{}
 	for pod, queues := range entries {
