@@ -22,6 +22,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
@@ -46,16 +47,17 @@ const (
 // of members sees its own entry through the pod-side package.
 //
 // Sticky and Averagely give each member a few runs of consecutive queue ids, so their entries stay small
-// (about 170 and 135 bytes). AveragelyByCircle deals the queues out one by one, so every member holds two
-// single ids on each of the 16 brokers: its assignment is the one that outgrows a single ConfigMap.
+// (about 170 and 135 bytes) and fit one ConfigMap. AveragelyByCircle deals the queues out one by one, so
+// every member holds two single ids on each of the 16 brokers (about 1 KB): its assignment is the one the
+// operator spreads over shard ConfigMaps.
 func TestLargeGroup(t *testing.T) {
 	for _, strategy := range []v1alpha1.StrategyType{v1alpha1.Sticky, v1alpha1.Averagely, v1alpha1.AveragelyByCircle} {
 		t.Run(string(strategy), func(t *testing.T) {
 			lg := setupLargeGroup(t, strategy)
 			joiner := lg.newPod("joiner-0")
 			took, p := lg.join(t, joiner)
-			t.Logf("%s: join of member %d published in %s (%d ConfigMaps, %d bytes of data, generation %d; load %s)",
-				strategy, len(lg.members)+1, took.Round(time.Millisecond), p.configMaps, p.bytes, p.generation, load())
+			t.Logf("%s: join of member %d published in %s (%d ConfigMaps: %d shards; %d bytes of data, generation %d; load %s)",
+				strategy, len(lg.members)+1, took.Round(time.Millisecond), p.configMaps, p.shards, p.bytes, p.generation, load())
 
 			// Read back from the API server, not from the watch that timed the join.
 			members := append(slices.Clone(lg.members), joiner.Name)
@@ -201,7 +203,7 @@ func (lg *largeGroup) join(tb testing.TB, pod *corev1.Pod) (time.Duration, publi
 				continue
 			}
 			at := time.Since(start)
-			p, err := decodePublished(mapValues(cms))
+			p, err := decodePublished(lg.name, mapValues(cms))
 			if err == nil {
 				err = p.checkComplete(lg.space, members)
 			}
@@ -282,7 +284,8 @@ func (lg *largeGroup) checkMembersRead(tb testing.TB, p published, pods []*corev
 			case a.Member != want.entry.Member:
 				return fmt.Errorf("pod %s: the member client reads member %q, want %q", pods[i].Name, a.Member, want.entry.Member)
 			case !slices.Equal(a.Queues, want.queues):
-				return fmt.Errorf("pod %s: the member client reads %d queues, the entry lists %d", pods[i].Name, len(a.Queues), len(want.queues))
+				return fmt.Errorf("pod %s: the member client reads %d queues, the entry lists %d (the entry is in shard %d of %d)",
+					pods[i].Name, len(a.Queues), len(want.queues), assignment.ShardOf(pods[i].Name, p.shards), p.shards)
 			}
 			return nil
 		})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,14 +16,21 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
-// published is a group's assignment as read back from every ConfigMap labelled with the group: the
-// operator may split a large assignment over several, so the reader never assumes one name.
+// published is a group's assignment as read back the way any reader may: the assignment ConfigMap
+// "<group>-assignment" (the index) and, when its shards annotation says the entries are spread over N
+// shards, the shard ConfigMaps 0..N-1, each pod's entry in the shard assignment.ShardOf names.
 type published struct {
+	// configMaps is how many ConfigMaps hold the assignment: the index and its shards.
 	configMaps int
-	// bytes is the size of the ConfigMaps' data (keys and values).
+	// shards is the index's shard count; 1 when the index holds the entries itself.
+	shards int
+	// bytes is the size of the data (keys and values) of all of them.
 	bytes int
+	// indexGeneration is the generation annotation of the index.
+	indexGeneration int64
 	// entries maps a pod name (a data key) to its decoded entry and queues.
 	entries map[string]readEntry
 	// generation is the highest entry generation seen.
@@ -34,28 +42,70 @@ type readEntry struct {
 	queues []allocate.Queue
 }
 
-// readPublished lists the group's ConfigMaps and decodes every entry in them.
+// readPublished lists every ConfigMap labelled with the group and decodes the assignment they publish.
 func readPublished(ctx context.Context, c client.Client, ns, group string) (published, error) {
 	var cms corev1.ConfigMapList
 	if err := c.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{v1alpha1.GroupLabel: group}); err != nil {
 		return published{}, err
 	}
-	return decodePublished(cms.Items)
+	return decodePublished(group, cms.Items)
 }
 
-// decodePublished decodes every data key of cms as one member's entry. A key that does not decode is
-// an error: the pod-side reader would not find its queues in it.
-func decodePublished(cms []corev1.ConfigMap) (published, error) {
-	p := published{configMaps: len(cms), entries: map[string]readEntry{}}
-	for _, cm := range cms {
+// decodePublished decodes group's assignment from cms, all the ConfigMaps labelled with the group. It is
+// an error when an entry does not decode or sits in a shard other than the one its pod would read, and
+// when a labelled ConfigMap is neither the index nor one of its shards: a leftover shard would be a
+// second, stale copy of some entries.
+func decodePublished(group string, cms []corev1.ConfigMap) (published, error) {
+	byName := map[string]*corev1.ConfigMap{}
+	for i := range cms {
+		byName[cms[i].Name] = &cms[i]
+	}
+	indexName := group + member.AssignmentSuffix
+	index := byName[indexName]
+	if index == nil {
+		return published{}, fmt.Errorf("no ConfigMap %s", indexName)
+	}
+	p := published{entries: map[string]readEntry{}, shards: 1}
+	gen, err := strconv.ParseInt(index.Annotations[member.GenerationAnnotation], 10, 64)
+	if err != nil {
+		return p, fmt.Errorf("ConfigMap %s: annotation %s: %w", indexName, member.GenerationAnnotation, err)
+	}
+	p.indexGeneration = gen
+	if v, ok := index.Annotations[assignment.ShardsAnnotation]; ok {
+		if p.shards, err = strconv.Atoi(v); err != nil || p.shards < 1 {
+			return p, fmt.Errorf("ConfigMap %s: annotation %s=%q is not a shard count", indexName, assignment.ShardsAnnotation, v)
+		}
+	}
+	sources := map[string]int{indexName: 0}
+	if p.shards > 1 {
+		if len(index.Data) > 0 {
+			return p, fmt.Errorf("ConfigMap %s says the entries are in %d shards but holds %d keys itself", indexName, p.shards, len(index.Data))
+		}
+		sources = map[string]int{}
+		for k := range p.shards {
+			name := assignment.ShardName(group, k)
+			if byName[name] == nil {
+				return p, fmt.Errorf("shard ConfigMap %s of %d is missing", name, p.shards)
+			}
+			sources[name] = k
+		}
+	}
+	for name := range byName {
+		if _, ok := sources[name]; !ok && name != indexName {
+			return p, fmt.Errorf("ConfigMap %s is labelled with the group but is not one of the %d shards the index names", name, p.shards)
+		}
+	}
+	p.configMaps = len(byName)
+	for name, k := range sources {
+		cm := byName[name]
 		for key, value := range cm.Data {
 			p.bytes += len(key) + len(value)
+			if got := assignment.ShardOf(key, p.shards); got != k {
+				return p, fmt.Errorf("pod %s's entry is in %s, but its pod reads shard %d", key, name, got)
+			}
 			e, qs, err := assignment.Decode([]byte(value))
 			if err != nil {
-				return p, fmt.Errorf("ConfigMap %s, key %s: %w", cm.Name, key, err)
-			}
-			if _, dup := p.entries[key]; dup {
-				return p, fmt.Errorf("pod %s has entries in two ConfigMaps (one is %s)", key, cm.Name)
+				return p, fmt.Errorf("ConfigMap %s, key %s: %w", name, key, err)
 			}
 			p.entries[key] = readEntry{entry: e, queues: qs}
 			p.generation = max(p.generation, e.Generation)
@@ -92,6 +142,9 @@ func (s queueSpace) total() int {
 // member's entry present under its pod name, all at one generation, and every queue owned exactly once.
 // nil when it is.
 func (p published) checkComplete(space queueSpace, members []string) error {
+	if p.indexGeneration != p.generation {
+		return fmt.Errorf("the index is at generation %d, the entries at %d", p.indexGeneration, p.generation)
+	}
 	if len(p.entries) != len(members) {
 		return fmt.Errorf("%d entries published, want %d members", len(p.entries), len(members))
 	}
