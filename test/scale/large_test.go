@@ -76,28 +76,33 @@ func TestLargeGroup(t *testing.T) {
 
 // BenchmarkLargeGroupRebalance reports the seconds from a 2,049th member becoming Ready to the
 // published assignment giving it its queues, with all 2,049 members' entries at the new generation. Between
-// iterations, outside the timing, the member leaves again.
+// iterations, outside the timing, the member leaves again. Sticky fits one ConfigMap; AveragelyByCircle
+// is spread over shards.
 //
 //	make test-scale SCALE_FLAGS='-run ^$$ -bench LargeGroupRebalance -benchtime 3x'
 func BenchmarkLargeGroupRebalance(b *testing.B) {
-	lg := setupLargeGroup(b, v1alpha1.Sticky)
-	var total, worst time.Duration
-	n := 0
-	for b.Loop() {
-		b.StopTimer()
-		joiner := lg.newPod(fmt.Sprintf("joiner-%d", n))
-		b.StartTimer()
-		took, _ := lg.join(b, joiner)
-		b.StopTimer()
-		total += took
-		worst = max(worst, took)
-		n++
-		b.Logf("join %d: %s (load %s)", n, took.Round(time.Millisecond), load())
-		lg.leave(b, joiner)
-		b.StartTimer()
+	for _, strategy := range []v1alpha1.StrategyType{v1alpha1.Sticky, v1alpha1.AveragelyByCircle} {
+		b.Run(string(strategy), func(b *testing.B) {
+			lg := setupLargeGroup(b, strategy)
+			var total, worst time.Duration
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				joiner := lg.newPod(fmt.Sprintf("joiner-%d", n))
+				b.StartTimer()
+				took, p := lg.join(b, joiner)
+				b.StopTimer()
+				total += took
+				worst = max(worst, took)
+				n++
+				b.Logf("join %d: %s, %d shards, %d bytes (load %s)", n, took.Round(time.Millisecond), p.shards, p.bytes, load())
+				lg.leave(b, joiner)
+				b.StartTimer()
+			}
+			b.ReportMetric(total.Seconds()/float64(n), "s/join")
+			b.ReportMetric(worst.Seconds(), "max-s/join")
+		})
 	}
-	b.ReportMetric(total.Seconds()/float64(n), "s/join")
-	b.ReportMetric(worst.Seconds(), "max-s/join")
 }
 
 // largeGroup is the large group on its own control plane, with the operator running in this process.
