@@ -53,11 +53,9 @@ func (b *groupBuilder) identityAnnotation(key string) *groupBuilder {
 
 func (b *groupBuilder) obj() *v1alpha1.ConsumerGroup { return b.g.DeepCopy() }
 
-func (b *groupBuilder) create(t testing.TB) *v1alpha1.ConsumerGroup {
+func (b *groupBuilder) create(t testing.TB) {
 	t.Helper()
-	g := b.obj()
-	must(t, k8s.Create(context.Background(), g))
-	return g
+	must(t, k8s.Create(context.Background(), b.obj()))
 }
 
 func broker(name string, queues int32, zone string) v1alpha1.Broker {

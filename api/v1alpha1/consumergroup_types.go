@@ -397,7 +397,3 @@ type ConsumerGroupList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ConsumerGroup `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ConsumerGroup{}, &ConsumerGroupList{})
-}
