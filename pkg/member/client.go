@@ -69,15 +69,23 @@ type Client struct {
 	leaseAdopted bool
 	// freshUntil is when the last successful renewal stops covering the member: after it, the operator
 	// may count the member as gone, so it holds nothing.
-	freshUntil   time.Time
-	renewedAt    time.Time
-	leaseErr     error
-	fenceTimer   *time.Timer
-	acked        int64
-	inForce      Assignment
-	reason       string
-	watchSuspect bool
-	suspectRV    string
+	freshUntil time.Time
+	renewedAt  time.Time
+	leaseErr   error
+	fenceTimer *time.Timer
+	acked      int64
+	inForce    Assignment
+	reason     string
+	// suspects maps a watched ConfigMap whose resourceVersion differed from the API server's at the
+	// last check to the resourceVersion this client had then.
+	suspects map[string]string
+	// runCtx is Run's context, for the shard informers started while it runs.
+	runCtx context.Context
+	// index is the assignment ConfigMap as last seen; nil when it does not exist.
+	index *corev1.ConfigMap
+	// shard is the shard ConfigMap holding the pod's entry, when the assignment is sharded.
+	shard          shardWatch
+	shardFactories []informers.SharedInformerFactory
 	// changed is closed and replaced whenever the view, the assignment in force or the ack changes.
 	changed chan struct{}
 }
@@ -98,6 +106,7 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 		autoAck:       make(chan struct{}, 1),
 		leaseKick:     make(chan struct{}, 1),
 		changed:       make(chan struct{}),
+		suspects:      map[string]string{},
 		reason:        "the assignment has not been read yet",
 	}, nil
 }
@@ -118,19 +127,12 @@ func (c *Client) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("group", c.cfg.Group, "pod", c.cfg.Pod)
 	ctx = klog.NewContext(ctx, logger)
 
-	// The field selector lets the pod's Role grant list and watch on this one ConfigMap by resourceNames.
-	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
-		informers.WithNamespace(c.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.configMapName).String()
-		}))
-	informer := factory.Core().V1().ConfigMaps().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onConfigMap,
-		UpdateFunc: func(_, obj any) { c.onConfigMap(obj) },
-		DeleteFunc: func(any) { c.setPublished(nil) },
-	}); err != nil {
-		return fmt.Errorf("watching ConfigMap %s: %w", c.configMapName, err)
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
+	factory, informer, err := c.watchConfigMap(ctx, c.configMapName, c.setIndex)
+	if err != nil {
+		return err
 	}
 	factory.Start(ctx.Done())
 
@@ -155,22 +157,67 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.fenceTimer != nil {
 		c.fenceTimer.Stop()
 	}
+	shardFactories := c.shardFactories
 	c.mu.Unlock()
+	for _, f := range shardFactories {
+		f.Shutdown()
+	}
 	return nil
 }
 
-func (c *Client) onConfigMap(obj any) {
-	cm, ok := obj.(*corev1.ConfigMap)
+// watchConfigMap starts an informer on the one ConfigMap called name, calling set with each new state of
+// it (nil once deleted). The field selector on the name lets the pod's Role grant list and watch on it by
+// resourceNames.
+func (c *Client) watchConfigMap(ctx context.Context, name string, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
+		informers.WithNamespace(c.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	informer := factory.Core().V1().ConfigMaps().Informer()
+	onObject := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			set(cm)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onObject,
+		UpdateFunc: func(_, obj any) { onObject(obj) },
+		DeleteFunc: func(any) { set(nil) },
+	}); err != nil {
+		return nil, nil, fmt.Errorf("watching ConfigMap %s: %w", name, err)
+	}
+	factory.Start(ctx.Done())
+	return factory, informer, nil
+}
+
+// setIndex takes a new state of the assignment ConfigMap, and follows it to the shard that holds the
+// pod's entry when the assignment is sharded.
+func (c *Client) setIndex(cm *corev1.ConfigMap) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.index = cm
+	c.followShardLocked()
+	c.resolveLocked()
+}
+
+// setShard takes a new state of the shard ConfigMap called name.
+func (c *Client) setShard(name string, cm *corev1.ConfigMap) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shard.name != name {
+		return // an event from a shard no longer followed
+	}
+	c.shard.cm = cm
+	c.resolveLocked()
+}
+
+// resolveLocked recomputes the pod's published entry from the ConfigMaps seen, and what is in force.
+func (c *Client) resolveLocked() {
+	p, ok := resolve(c.index, c.shard, c.cfg.Pod)
 	if !ok {
 		return
 	}
-	c.setPublished(cm)
-}
-
-func (c *Client) setPublished(cm *corev1.ConfigMap) {
-	p := publishedFrom(cm, c.cfg.Pod)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pub = p
 	if p.exists && p.generation < c.acked {
 		// The group was deleted and created again: its generations start over, and the acknowledged

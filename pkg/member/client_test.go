@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
 
@@ -324,4 +328,73 @@ func TestHoldsNothingWhileTheWatchIsStuck(t *testing.T) {
 
 	stall.Store(false)
 	eventually(t, 20*time.Second, inForce(m.client, 2, nil))
+}
+
+// publishSharded writes the group's assignment as the operator does when it is too large for one
+// ConfigMap: the shards first, then the assignment ConfigMap naming how many there are.
+func publishSharded(t testing.TB, ns string, generation int64, shards int, entries map[string][]member.Queue) {
+	t.Helper()
+	ctx := context.Background()
+	parts := make([]map[string]string, shards)
+	for k := range parts {
+		parts[k] = map[string]string{}
+	}
+	for pod, qs := range entries {
+		value, err := assignment.Encode(pod, generation, qs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[assignment.ShardOf(pod, shards)][pod] = string(value)
+	}
+	write := func(name string, annotations, data map[string]string) {
+		configMaps := cs.CoreV1().ConfigMaps(ns)
+		cm, err := configMaps.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm, err = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Annotations, cm.Data = annotations, data
+		if cm.ResourceVersion == "" {
+			_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen := fmt.Sprint(generation)
+	for k, part := range parts {
+		write(assignment.ShardName(group, k), map[string]string{member.GenerationAnnotation: gen}, part)
+	}
+	write(member.AssignmentConfigMapName(group), map[string]string{member.GenerationAnnotation: gen, member.ShardsAnnotation: fmt.Sprint(shards)}, nil)
+}
+
+func TestFollowsTheShardOfAShardedAssignment(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, nil, nil)
+	others := map[string][]member.Queue{}
+	for i := 1; i < 40; i++ {
+		others[fmt.Sprintf("consumer-%d", i)] = queues(int32(100 + i))
+	}
+	with := func(own []member.Queue) map[string][]member.Queue {
+		all := maps.Clone(others)
+		all[podName] = own
+		return all
+	}
+
+	publish(t, ns, 1, with(queues(0)))
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
+	publishSharded(t, ns, 2, 4, with(queues(0, 1)))
+	eventually(t, 10*time.Second, inForce(m.client, 2, queues(0, 1)))
+	publishSharded(t, ns, 3, 4, with(queues(2)))
+	eventually(t, 10*time.Second, inForce(m.client, 3, queues(2)))
+	// More shards: the pod's entry may move to another shard.
+	publishSharded(t, ns, 4, 16, with(queues(3)))
+	eventually(t, 10*time.Second, inForce(m.client, 4, queues(3)))
+	// Back to one ConfigMap.
+	publish(t, ns, 5, with(queues(4)))
+	eventually(t, 10*time.Second, inForce(m.client, 5, queues(4)))
 }

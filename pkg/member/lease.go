@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -218,41 +219,69 @@ func (c *Client) patchLease(ctx context.Context, patch map[string]any) error {
 	return err
 }
 
-// checkView fails when the watch of the assignment ConfigMap has fallen behind the API server for a whole
-// renewal period: a member that cannot see revocations must stop renewing, so that it stops consuming and
-// the operator can count it as gone. One difference is normal (an update may be on its way); the same
-// difference at the next renewal, with no event from the watch in between, is not.
+// checkView fails when the watch of an assignment ConfigMap (the index, and the pod's shard when the
+// assignment is sharded) has fallen behind the API server for a whole renewal period: a member that cannot
+// see revocations must stop renewing, so that it stops consuming and the operator can count it as gone.
+// One difference is normal (an update may be on its way); the same difference at the next renewal, with
+// no event from the watch in between, is not.
 func (c *Client) checkView(ctx context.Context) error {
-	serverRV, err := c.serverResourceVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("reading ConfigMap %s: %w", c.configMapName, err)
-	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	ours := c.pub.resourceVersion
-	if !c.synced || serverRV == ours {
-		c.watchSuspect = false
+	if !c.synced {
+		c.mu.Unlock()
 		return nil
 	}
-	if c.watchSuspect && c.suspectRV == ours {
-		return fmt.Errorf("the watch of ConfigMap %s is behind the API server (resourceVersion %q there, %q here) for a whole renewal period",
-			c.configMapName, serverRV, ours)
+	watched := map[string]string{c.configMapName: resourceVersionOf(c.index)}
+	if c.shard.name != "" && c.shard.synced {
+		watched[c.shard.name] = resourceVersionOf(c.shard.cm)
 	}
-	c.watchSuspect, c.suspectRV = true, ours
+	c.mu.Unlock()
+
+	for name := range watched {
+		serverRV, err := c.serverResourceVersion(ctx, name)
+		if err != nil {
+			return fmt.Errorf("reading ConfigMap %s: %w", name, err)
+		}
+		c.mu.Lock()
+		ours := watched[name]
+		if name == c.configMapName {
+			ours = resourceVersionOf(c.index)
+		} else if name == c.shard.name {
+			ours = resourceVersionOf(c.shard.cm)
+		}
+		suspect, wasSuspect := c.suspects[name]
+		switch {
+		case serverRV == ours:
+			delete(c.suspects, name)
+		case wasSuspect && suspect == ours:
+			c.mu.Unlock()
+			return fmt.Errorf("the watch of ConfigMap %s is behind the API server (resourceVersion %q there, %q here) for a whole renewal period",
+				name, serverRV, ours)
+		default:
+			c.suspects[name] = ours
+		}
+		c.mu.Unlock()
+	}
 	return nil
+}
+
+func resourceVersionOf(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return cm.ResourceVersion
 }
 
 // partialObjectMetadata asks the API server for an object's metadata only: the ConfigMap's data can be
 // most of a megabyte, and the check runs every renewal period in every member pod.
 const partialObjectMetadata = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
-// serverResourceVersion is the assignment ConfigMap's resourceVersion on the API server, "" when it does
-// not exist.
-func (c *Client) serverResourceVersion(ctx context.Context) (string, error) {
+// serverResourceVersion is the resourceVersion of the ConfigMap called name on the API server, "" when it
+// does not exist.
+func (c *Client) serverResourceVersion(ctx context.Context, name string) (string, error) {
 	rc := c.cs.CoreV1().RESTClient()
 	if rc == nil || (reflect.ValueOf(rc).Kind() == reflect.Pointer && reflect.ValueOf(rc).IsNil()) {
 		// Fake clientsets have no REST client; read the whole object instead.
-		cm, err := c.cs.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, c.configMapName, metav1.GetOptions{})
+		cm, err := c.cs.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
@@ -261,7 +290,7 @@ func (c *Client) serverResourceVersion(ctx context.Context) (string, error) {
 		}
 		return cm.ResourceVersion, nil
 	}
-	body, err := rc.Get().Namespace(c.cfg.Namespace).Resource("configmaps").Name(c.configMapName).
+	body, err := rc.Get().Namespace(c.cfg.Namespace).Resource("configmaps").Name(name).
 		SetHeader("Accept", partialObjectMetadata).Do(ctx).Raw()
 	if apierrors.IsNotFound(err) {
 		return "", nil

@@ -60,3 +60,58 @@ func TestPublishedFrom(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveFollowsTheShard(t *testing.T) {
+	index := func(generation, shards string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orders-assignment", ResourceVersion: "7",
+			Annotations: map[string]string{GenerationAnnotation: generation}}}
+		if shards != "" {
+			cm.Annotations[ShardsAnnotation] = shards
+		}
+		return cm
+	}
+	shardCM := func(generation int64) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders-assignment-1", Annotations: map[string]string{GenerationAnnotation: fmt.Sprint(generation)}},
+			Data:       map[string]string{"consumer-0": fmt.Sprintf(`{"version":1,"generation":%d,"member":"consumer-0","queues":[{"topic":"orders","broker":"broker-a","ids":"3"}]}`, generation)},
+		}
+	}
+	tests := []struct {
+		name       string
+		index      *corev1.ConfigMap
+		shard      shardWatch
+		ok         bool
+		generation int64
+		queues     string
+		err        string
+	}{
+		{name: "no index", ok: true, queues: "[]"},
+		{name: "shard at the index's generation", index: index("5", "4"), shard: shardWatch{name: "orders-assignment-1", cm: shardCM(5), synced: true},
+			ok: true, generation: 5, queues: "[orders/broker-a/3]"},
+		{name: "shard ahead of the index", index: index("5", "4"), shard: shardWatch{name: "orders-assignment-1", cm: shardCM(6), synced: true},
+			ok: true, generation: 6, queues: "[orders/broker-a/3]"},
+		{name: "shard behind the index: keep the view", index: index("5", "4"), shard: shardWatch{name: "orders-assignment-1", cm: shardCM(4), synced: true}},
+		{name: "shard not read yet", index: index("5", "4"), shard: shardWatch{name: "orders-assignment-1"},
+			ok: true, generation: 5, queues: "[]", err: "not been read yet"},
+		{name: "shard missing", index: index("5", "4"), shard: shardWatch{name: "orders-assignment-1", synced: true},
+			ok: true, generation: 5, queues: "[]", err: "does not exist"},
+		{name: "unreadable shard count", index: index("5", "many"), ok: true, queues: "[]", err: "not a shard count"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := resolve(tc.index, tc.shard, "consumer-0")
+			if ok != tc.ok {
+				t.Fatalf("ok %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if p.generation != tc.generation || fmt.Sprint(p.queues) != tc.queues {
+				t.Errorf("generation %d, queues %v; want %d, %s", p.generation, p.queues, tc.generation, tc.queues)
+			}
+			if (p.err == nil) != (tc.err == "") || (p.err != nil && !strings.Contains(p.err.Error(), tc.err)) {
+				t.Errorf("error %v, want one containing %q", p.err, tc.err)
+			}
+		})
+	}
+}

@@ -108,11 +108,15 @@ func TestDocumentedRBACIsEnough(t *testing.T) {
 		t.Fatalf("renewing with the documented RBAC: %v", st.LeaseError)
 	}
 
+	// A sharded assignment: the documented Role covers the shards too.
+	publishSharded(t, ns, 2, 64, map[string][]member.Queue{podName: queues(0, 1, 2), "consumer-1": queues(3)})
+	eventually(t, 10*time.Second, inForce(m.client, 2, queues(0, 1, 2)))
+
 	drainCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- m.client.Drain(drainCtx) }()
-	publish(t, ns, 2, map[string][]member.Queue{"consumer-1": queues(0, 1)})
+	publishSharded(t, ns, 3, 64, map[string][]member.Queue{"consumer-1": queues(0, 1, 2, 3)})
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain with the documented RBAC: %v", err)
 	}
