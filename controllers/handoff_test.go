@@ -197,21 +197,27 @@ func TestCooperativeScaleOut(t *testing.T) {
 	waitForSettled(t, ns, "c", own, 12, 2)
 	ms = append(ms, startSimMember(t, cs, "c", newPod(ns, "c-2", "c").onNode("n").create(t), own))
 	waitForSettled(t, ns, "c", own, 12, 3)
-	for _, m := range ms {
-		m.stop()
-	}
+	defer func() {
+		for _, m := range ms {
+			m.stop()
+		}
+	}()
 	if len(own.violations) > 0 {
 		t.Fatalf("queues had two readers at once: %v", own.violations)
 	}
-	g := getGroup(t, ns, "c")
-	for _, s := range g.Status.Members {
-		if s.AckedGeneration == nil || *s.AckedGeneration != g.Status.AssignmentGeneration {
-			t.Errorf("member %s acknowledged %v, want generation %d", s.Pod, s.AckedGeneration, g.Status.AssignmentGeneration)
+	// The last acknowledgements reach the status a pass after the group settled.
+	eventually(t, waitFor, func() error {
+		g := getGroup(t, ns, "c")
+		for _, s := range g.Status.Members {
+			if s.AckedGeneration == nil || *s.AckedGeneration != g.Status.AssignmentGeneration {
+				return fmt.Errorf("member %s acknowledged %v, want generation %d", s.Pod, ptr.Deref(s.AckedGeneration, -1), g.Status.AssignmentGeneration)
+			}
+			if s.Queues != 4 {
+				return fmt.Errorf("member %s holds %d queues, want 4", s.Pod, s.Queues)
+			}
 		}
-		if s.Queues != 4 {
-			t.Errorf("member %s holds %d queues, want 4", s.Pod, s.Queues)
-		}
-	}
+		return nil
+	})
 }
 
 func TestFencedWhenNoAcknowledgement(t *testing.T) {
