@@ -15,12 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 )
@@ -56,25 +50,10 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: testScheme,
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject:          CacheByObject(),
-		},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &ConsumerGroupReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("consumergroup-operator"), Clock: clock.RealClock{}}
+	stop := startManagerAs(b, ns, cfg)
+	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
 
 	newGroup(ns, "lat").topic("t", broker("a", 256, ""), broker("b", 256, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(b)
 	pods := make([]*corev1.Pod, members)

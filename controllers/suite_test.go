@@ -95,13 +95,13 @@ func newNamespace(t *testing.T) string {
 }
 
 // startManager runs the operator scoped to namespace until the test ends or stop is called.
-func startManager(t *testing.T, namespace string) (stop func()) {
+func startManager(t testing.TB, namespace string) (stop func()) {
 	t.Helper()
 	return startManagerAs(t, namespace, restConfig)
 }
 
 // startManagerAs runs the operator with the credentials of cfg.
-func startManagerAs(t *testing.T, namespace string, cfg *rest.Config) (stop func()) {
+func startManagerAs(t testing.TB, namespace string, cfg *rest.Config) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testScheme,
@@ -189,7 +189,7 @@ func must(t testing.TB, err error) {
 }
 
 // getGroup reads a group.
-func getGroup(t *testing.T, ns, name string) *v1alpha1.ConsumerGroup {
+func getGroup(t testing.TB, ns, name string) *v1alpha1.ConsumerGroup {
 	t.Helper()
 	var g v1alpha1.ConsumerGroup
 	must(t, k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &g))
@@ -197,7 +197,7 @@ func getGroup(t *testing.T, ns, name string) *v1alpha1.ConsumerGroup {
 }
 
 // getAssignment reads a group's assignment ConfigMap; nil when absent.
-func getAssignment(t *testing.T, ns, group string) *corev1.ConfigMap {
+func getAssignment(t testing.TB, ns, group string) *corev1.ConfigMap {
 	t.Helper()
 	var cm corev1.ConfigMap
 	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: AssignmentName(group)}, &cm)
