@@ -10,8 +10,10 @@ GOLANGCI_LINT_VERSION := v2.15.0
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
-# GO_TEST_FLAGS adds flags to go test, e.g. make test GO_TEST_FLAGS=-race.
-GO_TEST_FLAGS ?=
+# GO_TEST_FLAGS are go test's extra flags. The race detector costs about 1.7x the run time of the suite
+# (2m20s against 1m20s on two busy cores, binaries built), which is worth it for a controller and its
+# pod-side client; make test GO_TEST_FLAGS= runs without it.
+GO_TEST_FLAGS ?= -race
 
 ##@ General
 
@@ -75,7 +77,7 @@ plots: ## Regenerate the simulator's plots (docs/simulate-*.svg) and result tabl
 .PHONY: build
 build: ## Build the operator into bin/manager and every command under cmd/ into bin/.
 	go build -o $(BIN)/manager .
-	@if compgen -G 'cmd/*/' > /dev/null; then go build -o $(BIN)/ ./cmd/...; fi
+	if compgen -G 'cmd/*/' > /dev/null; then go build -o $(BIN)/ ./cmd/...; fi
 
 .PHONY: run
 run: envtest-bins ## Run the operator: against the configured cluster if one answers, else on a local control plane with a demo group.

@@ -71,13 +71,16 @@ func main() {
 		dir       = flag.String("dir", "bin/localdev", "Directory for the kubeconfig and the operator's log.")
 	)
 	flag.Parse()
-	if err := run(*assets, *sample, *namespace, *pods, *dir); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *assets, *sample, *namespace, *pods, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "localdev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(assets, sample, namespace string, pods int, dir string) error {
+// run runs the demo until ctx ends, then stops everything it started.
+func run(ctx context.Context, assets, sample, namespace string, pods int, dir string) error {
 	if assets == "" {
 		return errors.New("no control-plane binaries: set -assets or KUBEBUILDER_ASSETS (make run does)")
 	}
@@ -101,8 +104,8 @@ func run(assets, sample, namespace string, pods int, dir string) error {
 	logf.SetLogger(logger)
 	klog.SetLogger(logger) // client-go's and the member clients' logs
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
 	fmt.Println("Starting etcd and kube-apiserver from", assets)
 	env := &envtest.Environment{
@@ -190,20 +193,23 @@ Ctrl-C stops the operator and the control plane.
 `, logPath, kubeconfigPath, mustAbs(assets), controllers.AssignmentName(groupName(sample)))
 
 	go show(ctx, cfg, kubectl, kubeconfigPath, namespace, groupName(sample))
+	// Until ctx ends or a manager fails; then wait for both managers and the member clients to stop
+	// before the control plane goes.
+	var firstErr error
+	running := 2
 	select {
 	case <-ctx.Done():
-		// Wait for both managers and the member clients to stop before the control plane goes.
-		fk.wg.Wait()
-		for range 2 {
-			if err := <-errs; err != nil {
-				fmt.Fprintln(os.Stderr, err)
-			}
-		}
-		return nil
-	case err := <-errs:
-		stop()
-		return err
+	case firstErr = <-errs:
+		running--
+		cancel()
 	}
+	fk.wg.Wait()
+	for ; running > 0; running-- {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }
 
 // writeKubeconfig writes the control plane's admin kubeconfig with namespace as the context's namespace, so
