@@ -275,3 +275,15 @@ func TestDecideShardsLargeAssignments(t *testing.T) {
 		t.Fatalf("unsharded ConfigMap: annotations %v, %d entries", small.writes[0].Annotations, len(small.writes[0].Data))
 	}
 }
+
+func TestStatusForCapsMemberLines(t *testing.T) {
+	current := publishedAssignment{generation: 3, entries: map[string]assignment.Entry{}}
+	for i := range maxStatusMembers + 10 {
+		pod := fmt.Sprintf("p-%05d", i)
+		current.entries[pod] = assignment.NewEntry(pod, 3, nil)
+	}
+	s := statusFor(testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}), current, maxStatusMembers+10, 0, nil, metav1.Now())
+	if len(s.Members) != maxStatusMembers || int(s.MemberCount) != maxStatusMembers+10 || s.Members[0].ID != "p-00000" {
+		t.Fatalf("%d member lines, memberCount %d, first %q", len(s.Members), s.MemberCount, s.Members[0].ID)
+	}
+}

@@ -22,6 +22,10 @@ const (
 	ReasonHealthy   = "Healthy"
 )
 
+// maxStatusMembers is how many member lines the status holds at most (the CRD's MaxItems): past it the
+// status of a very large group would not fit the object.
+const maxStatusMembers = 4096
+
 // statusFor computes the group's status from what is published after this pass and the problem, if
 // any, that kept the operator from publishing a new plan. It starts from the current status so that
 // condition transition times move only when a condition flips.
@@ -56,6 +60,9 @@ func statusFor(group *v1alpha1.ConsumerGroup, current publishedAssignment, membe
 	}
 	slices.SortFunc(status.Members, func(a, b v1alpha1.MemberStatus) int { return strings.Compare(a.ID, b.ID) })
 	status.MemberCount = int32(len(status.Members))
+	if len(status.Members) > maxStatusMembers {
+		status.Members = status.Members[:maxStatusMembers]
+	}
 	status.QueueCount = int32(queueCount)
 	if prob != nil {
 		// The spec could not be planned, so count the queues the published plan holds.

@@ -327,10 +327,13 @@ type ConsumerGroupStatus struct {
 	// +optional
 	QueueCount int32 `json:"queueCount,omitempty"`
 
-	// members summarises the published assignment per member.
+	// members summarises the published assignment per member, sorted by member id. It lists at most
+	// 4096 members, so that the status of a very large group still fits the object; memberCount counts
+	// them all, and the assignment ConfigMap lists every member.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=4096
 	Members []MemberStatus `json:"members,omitempty"`
 
 	// lastRebalanceTime is when the published plan last changed.
