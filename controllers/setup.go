@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,6 +61,9 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Named("consumergroup").
 		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).
+		// Groups are independent and a pass mostly waits on the API server: a few workers keep a large
+		// group's pass from holding up the others. The work queue never runs one group twice at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
 			builder.WithPredicates(ackChanged())).
