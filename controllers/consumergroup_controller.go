@@ -65,7 +65,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	d := decide(&group, obs, metav1.NewTime(r.Clock.Now()))
+	now := metav1.NewTime(r.Clock.Now())
+	d := decide(&group, obs, now)
 	if len(d.writes) > 0 || len(d.deletes) > 0 {
 		if err := r.publish(ctx, obs, d); err != nil {
 			return ctrl.Result{}, fmt.Errorf("publishing assignment: %w", err)
@@ -76,7 +77,6 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
-	now := metav1.NewTime(r.Clock.Now())
 	status := statusFor(&group, d.current, len(d.members), d.queueCount, d.problem, now)
 	withHandoff(&group, &status, d.current, d.withheld, obs.leases, now)
 	oldDegraded := meta.FindStatusCondition(group.Status.Conditions, ConditionDegraded)
