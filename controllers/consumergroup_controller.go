@@ -321,7 +321,9 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 	data, _ = assignmentData(members, plan, generation)
 	objects := assignmentObjects(group, data, shards, generation, now.Time, handoffRaw)
 	d.plan(group, obs, objects)
-	d.moved = movedQueues(old.plan(), plan)
+	// In Cooperative mode a move spans two generations: it is counted when the queue is revoked from its
+	// owner, since the grant that follows gives it to a member that had none of it.
+	d.moved = movedQueues(old.plan(), plan) + h.revokedFromMembers
 	d.rebalanced = true
 	d.current = readAssignment(&corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Annotations: objects[len(objects)-1].Annotations},

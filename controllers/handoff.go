@@ -112,6 +112,9 @@ type handoffResult struct {
 	fenced []revocation
 	// withheld counts queues the target gives to a member that must wait for them.
 	withheld int
+	// revokedFromMembers counts the queues this pass takes from pods that stay members: each is a move
+	// that completes when the grant follows.
+	revokedFromMembers int
 	// requeueAfter is when the next deadline falls; 0 when nothing waits on time.
 	requeueAfter time.Duration
 }
@@ -241,6 +244,9 @@ func handoff(in handoffInput) handoffResult {
 				if !kept[q] {
 					lost = append(lost, q)
 				}
+			}
+			if _, stays := res.plan[pod]; stays {
+				res.revokedFromMembers += len(lost)
 			}
 			if len(lost) > 0 {
 				res.state.Revocations = append(res.state.Revocations, revocation{

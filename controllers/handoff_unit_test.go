@@ -66,7 +66,7 @@ func TestHandoffCooperativeMove(t *testing.T) {
 	if len(step1.plan["c"]) != 0 || fmt.Sprint(step1.plan["a"]) != fmt.Sprint(qs(0, 1, 2)) {
 		t.Fatalf("step 1 gave c %v and a %v; want c nothing yet, a without queue 3", step1.plan["c"], step1.plan["a"])
 	}
-	if len(step1.state.Revocations) != 2 || step1.withheld != 2 || step1.requeueAfter != 30*time.Second {
+	if len(step1.state.Revocations) != 2 || step1.withheld != 2 || step1.revokedFromMembers != 2 || step1.requeueAfter != 30*time.Second {
 		t.Fatalf("revocations %+v, withheld %d, requeue %s", step1.state.Revocations, step1.withheld, step1.requeueAfter)
 	}
 
