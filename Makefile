@@ -47,6 +47,10 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 test: envtest-bins ## Run every test (unit, property and envtest) against etcd and kube-apiserver from bin/k8s.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test ./... -count=1 $(GO_TEST_FLAGS)
 
+.PHONY: test-handoff
+test-handoff: envtest-bins ## Play 10,000 random events (joins, drains, restarts, kills, hangs, operator restarts) against a Cooperative group (about 45 min).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test ./controllers -count=1 -v -timeout 150m -run 'TestRandomizedHandoff$$' -handoff-events 10000
+
 # SCALE_FLAGS adds flags to the scale tests, e.g. SCALE_FLAGS='-run ^$$ -bench . -benchtime 3x' for the benchmarks.
 SCALE_FLAGS ?=
 
