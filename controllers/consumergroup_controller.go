@@ -40,6 +40,9 @@ type ConsumerGroupReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
+
+	// strategies keeps each group's strategy between passes so that it can reuse work.
+	strategies strategyCache
 }
 
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups,verbs=get;list;watch
@@ -54,10 +57,14 @@ type ConsumerGroupReconciler struct {
 func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var group v1alpha1.ConsumerGroup
 	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.strategies.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !group.DeletionTimestamp.IsZero() {
 		// The assignment ConfigMap is owned by the group and goes with it.
+		r.strategies.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -65,6 +72,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	obs.strategies = &r.strategies
 	now := metav1.NewTime(r.Clock.Now())
 	d := decide(&group, obs, now)
 	if len(d.writes) > 0 || len(d.deletes) > 0 {
@@ -124,6 +132,8 @@ type observation struct {
 	leases map[string]podmember.LeaseState
 	// selectorProblem is set when the selector cannot be read.
 	selectorProblem *problem
+	// strategies are the strategies the reconciler keeps between passes; nil builds one for the pass.
+	strategies *strategyCache
 }
 
 func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup) (observation, error) {
@@ -266,7 +276,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		return d
 	}
 	members, nextExpiry := liveMembers(members, obs.leases, now.Time)
-	target, queueCount, prob := planFor(group, members, old.previousPlan())
+	target, queueCount, prob := planFor(group, members, old.previousPlan(), obs.strategies)
 	if prob != nil {
 		d.problem = prob
 		return d

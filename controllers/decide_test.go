@@ -152,7 +152,7 @@ func TestPlanForRefusesAmbiguousPlans(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, prob := planFor(tc.group, members, nil)
+			_, _, prob := planFor(tc.group, members, nil, nil)
 			if (prob == nil) != tc.ok {
 				t.Fatalf("problem %v, want ok=%v", prob, tc.ok)
 			}

@@ -70,7 +70,14 @@ func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
 			p.MaxSkew = *s.Sticky.MaxSkew
 		}
 	}
-	strategy, err := allocate.New(name, p)
+	var strategy allocate.Strategy
+	var err error
+	if name == allocate.ConsistentHash {
+		// The cache variant gives the same plans and, kept between passes, re-plans without re-hashing.
+		strategy, err = allocate.NewConsistentHashCache(p)
+	} else {
+		strategy, err = allocate.New(name, p)
+	}
 	if err != nil {
 		return nil, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy: %v", err)}
 	}
@@ -78,10 +85,11 @@ func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
 }
 
 // planFor computes the plan for members: every queue to every member in Broadcasting, the strategy's
-// plan in Clustering. previous is the plan published now, for strategies that keep queues in place.
+// plan in Clustering. previous is the plan published now, for strategies that keep queues in place;
+// strategies keeps the group's strategy between passes (nil builds it anew).
 // A plan that leaves a member out, names a queue the spec does not list, or (in Clustering) gives a
 // queue to two members is refused: publishing it would be ambiguous.
-func planFor(group *v1alpha1.ConsumerGroup, members []member, previous allocate.Plan) (allocate.Plan, int, *problem) {
+func planFor(group *v1alpha1.ConsumerGroup, members []member, previous allocate.Plan, strategies *strategyCache) (allocate.Plan, int, *problem) {
 	queues, zones := queuesFor(&group.Spec)
 	plan := make(allocate.Plan, len(members))
 	if group.Spec.MessageModel == v1alpha1.Broadcasting {
@@ -90,7 +98,7 @@ func planFor(group *v1alpha1.ConsumerGroup, members []member, previous allocate.
 		}
 		return plan, len(queues), nil
 	}
-	strategy, prob := strategyFor(&group.Spec.Strategy)
+	strategy, prob := strategies.get(group)
 	if prob != nil {
 		return nil, 0, prob
 	}
