@@ -33,8 +33,8 @@ func benchInput(queues, members int) Input {
 	return in
 }
 
-// benchStrategies builds each strategy with parameters that make it do real work on benchInput.
-func benchStrategies(b *testing.B, in Input) map[Name]Strategy {
+// benchParams are parameters that make each strategy do real work on benchInput.
+func benchParams(in Input) map[Name]Params {
 	assignments := map[string][]Queue{}
 	for i, q := range in.Queues {
 		id := in.Members[i%len(in.Members)].ID
@@ -47,30 +47,29 @@ func benchStrategies(b *testing.B, in Input) map[Name]Strategy {
 		MachineRoomNearby: {Inner: Averagely},
 		ByMachineRoom:     {MachineRooms: []string{"zone-0"}},
 		ByConfig:          {Assignments: assignments},
+		Sticky:            {},
 	}
-	out := map[Name]Strategy{}
-	for name, p := range params {
-		s, err := New(name, p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out[name] = s
-	}
-	return out
+	return params
 }
 
+// BenchmarkAllocate measures a cold plan: each iteration builds the strategy anew, so nothing one
+// iteration computed (Sticky's working arrays, say) serves the next.
 func BenchmarkAllocate(b *testing.B) {
-	names := []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig}
+	names := []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig, Sticky}
 	for _, name := range names {
 		for _, size := range benchSizes {
 			in := benchInput(size.queues, size.members)
 			if name == ByMachineRoom {
 				in.Queues = roomPrefixedBrokers(in)
 			}
-			s := benchStrategies(b, in)[name]
+			params := benchParams(in)[name]
 			b.Run(fmt.Sprintf("%s/%dx%d", name, size.queues, size.members), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
+					s, err := New(name, params)
+					if err != nil {
+						b.Fatal(err)
+					}
 					if _, err := s.Allocate(in); err != nil {
 						b.Fatal(err)
 					}
@@ -80,13 +79,33 @@ func BenchmarkAllocate(b *testing.B) {
 	}
 }
 
-// BenchmarkReplan measures a re-plan after one member joins a group whose previous plan was computed by
-// the same cache.
+// BenchmarkReplan measures a re-plan after one member joins, with what the strategy may reuse from the
+// previous plan, as the operator keeps a group's strategy between passes: ConsistentHash's cache of
+// queue and ring hashes (rebuilt, untimed, before every iteration), and for Sticky the previous plan as
+// input and its working arrays.
 func BenchmarkReplan(b *testing.B) {
 	const queues, members = 65536, 2048
 	in := benchInput(queues, members)
 	joined := in
 	joined.Members = append(append([]Member{}, in.Members...), Member{ID: "10.0.99.1@consumer-joined", Zone: "zone-0"})
+	b.Run(fmt.Sprintf("Sticky/%dx%d", queues, members), func(b *testing.B) {
+		s, err := New(Sticky, Params{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prev, err := s.Allocate(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		joinedAfter := joined
+		joinedAfter.Previous = prev
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Allocate(joinedAfter); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run(fmt.Sprintf("ConsistentHash/%dx%d", queues, members), func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
