@@ -256,7 +256,9 @@ func hashBytes(key []byte, hash HashFunc) uint32 {
 // builds the plan. ring must be sorted and non-empty.
 //
 // A lookup table indexed by the top bits of a hash points at the first ring point of that bucket; with about
-// one bucket per point, a lookup scans one or two points instead of a binary search's cache misses.
+// one bucket per point, a lookup scans one or two points instead of a binary search's cache misses. Large
+// groups are routed and laid out in two halves on two goroutines: each half counts its own queues per
+// member, so the halves write disjoint parts of the plan and queue order within a member is kept.
 func routeQueues(queues []Queue, queueHashes []uint32, members []Member, ring []uint64) Plan {
 	bucketBits := min(max(bits.Len(uint(len(ring))), 1), 24)
 	shift := 32 - bucketBits
@@ -270,47 +272,82 @@ func routeQueues(queues []Queue, queueHashes []uint32, members []Member, ring []
 	}
 
 	owners := make([]int32, len(queues))
-	counts := make([]int32, len(members))
-	for i, h := range queueHashes {
-		b := h >> shift
-		j, end := int(firstInBucket[b]), int(firstInBucket[b+1])
-		for j < end && uint32(ring[j]>>32) < h {
-			j++
+	route := func(lo, hi int, counts []int32) {
+		for i := lo; i < hi; i++ {
+			h := queueHashes[i]
+			b := h >> shift
+			j, end := int(firstInBucket[b]), int(firstInBucket[b+1])
+			for j < end && uint32(ring[j]>>32) < h {
+				j++
+			}
+			if j == len(ring) {
+				j = 0
+			}
+			// Of several points with this hash, RocketMQ's TreeMap kept the one put last.
+			for j+1 < len(ring) && ring[j+1]>>32 == ring[j]>>32 {
+				j++
+			}
+			owners[i] = int32(uint32(ring[j]))
+			counts[owners[i]]++
 		}
-		if j == len(ring) {
-			j = 0
-		}
-		// Of several points with this hash, RocketMQ's TreeMap kept the one put last.
-		for j+1 < len(ring) && ring[j+1]>>32 == ring[j]>>32 {
-			j++
-		}
-		owners[i] = int32(uint32(ring[j]))
-		counts[owners[i]]++
 	}
-	return planFromOwners(queues, owners, members, counts)
-}
+	halves := 1
+	if len(queues) >= parallelQueueHashing {
+		halves = 2
+	}
+	bounds := []int{0, len(queues) / halves * (halves - 1), len(queues)}[2-halves:]
+	counts := make([][]int32, halves)
+	for h := range counts {
+		counts[h] = make([]int32, len(members))
+	}
+	inParallel(halves, func(h int) { route(bounds[h], bounds[h+1], counts[h]) })
 
-// planFromOwners lays the queues out member by member in queue order, in one backing array.
-func planFromOwners(queues []Queue, owners []int32, members []Member, counts []int32) Plan {
+	// Lay the queues out member by member in queue order, in one backing array: member m's queues from the
+	// first half start at offsets[m], those of the second half right after them.
 	offsets := make([]int32, len(members))
+	starts := make([][]int32, halves)
 	total := int32(0)
-	for i, c := range counts {
-		offsets[i] = total
-		total += c
+	for m := range members {
+		offsets[m] = total
+		for h := range halves {
+			total += counts[h][m]
+		}
+	}
+	for h := range halves {
+		starts[h] = slices.Clone(offsets)
+		if h > 0 {
+			for m := range members {
+				starts[h][m] += counts[h-1][m]
+			}
+		}
 	}
 	backing := make([]Queue, total)
-	next := slices.Clone(offsets)
-	for i, o := range owners {
-		if o < 0 {
-			continue
+	inParallel(halves, func(h int) {
+		next := starts[h]
+		for i := bounds[h]; i < bounds[h+1]; i++ {
+			o := owners[i]
+			backing[next[o]] = queues[i]
+			next[o]++
 		}
-		backing[next[o]] = queues[i]
-		next[o]++
-	}
+	})
 	plan := make(Plan, len(members))
-	for i, m := range members {
-		lo, hi := offsets[i], offsets[i]+counts[i]
-		plan[m.ID] = backing[lo:hi:hi]
+	for m, member := range members {
+		lo, hi := offsets[m], total
+		if m+1 < len(members) {
+			hi = offsets[m+1]
+		}
+		plan[member.ID] = backing[lo:hi:hi]
 	}
 	return plan
 }
+
+// inParallel runs f(0) … f(n-1), f(n-1) on this goroutine and the others on goroutines of their own.
+func inParallel(n int, f func(int)) {
+	var wg sync.WaitGroup
+	for h := range n - 1 {
+		wg.Go(func() { f(h) })
+	}
+	f(n - 1)
+	wg.Wait()
+}
+
