@@ -350,4 +350,3 @@ func inParallel(n int, f func(int)) {
 	f(n - 1)
 	wg.Wait()
 }
-
