@@ -412,12 +412,7 @@ func TestNothingWrittenWhenNothingChanged(t *testing.T) {
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p))
 		p.Labels["unrelated"] = "yes"
 		must(t, k8s.Update(context.Background(), p))
-		eventually(t, waitFor, func() error {
-			if reconcileCount(t) <= passes {
-				return fmt.Errorf("no reconcile pass yet")
-			}
-			return nil
-		})
+		waitForPassAfter(t, passes)
 		if cm, g := versions(); cm != cmVersion || g != groupVersion {
 			t.Errorf("a pass that changed nothing wrote: ConfigMap %s→%s, group %s→%s", cmVersion, cm, groupVersion, g)
 		}
@@ -426,15 +421,21 @@ func TestNothingWrittenWhenNothingChanged(t *testing.T) {
 		stop()
 		passes := reconcileCount(t)
 		startManager(t, ns)
-		eventually(t, waitFor, func() error {
-			if reconcileCount(t) <= passes {
-				return fmt.Errorf("the new manager made no pass yet")
-			}
-			return nil
-		})
+		waitForPassAfter(t, passes)
 		if cm, g := versions(); cm != cmVersion || g != groupVersion {
 			t.Errorf("a restarted operator wrote: ConfigMap %s→%s, group %s→%s", cmVersion, cm, groupVersion, g)
 		}
+	})
+}
+
+// waitForPassAfter waits until the controller has made a pass since its count was passes.
+func waitForPassAfter(t *testing.T, passes float64) {
+	t.Helper()
+	eventually(t, waitFor, func() error {
+		if reconcileCount(t) <= passes {
+			return fmt.Errorf("no reconcile pass since %v", passes)
+		}
+		return nil
 	})
 }
 
