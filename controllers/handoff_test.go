@@ -382,3 +382,48 @@ func TestRandomizedHandoff(t *testing.T) {
 		t.Errorf("a queue went unread for %s, more than %s", own.longestGap, bound)
 	}
 }
+
+// TestRestartGraceReturnsQueues restarts a member pod under the same name (as a StatefulSet does) within
+// spec.handoff.restartGraceSeconds: it gets its own queues back, and meanwhile nobody else reads them.
+func TestRestartGraceReturnsQueues(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	cs := newClientset(t)
+	own := newOwnership()
+	newGroup(ns, "g").topic("t", broker("b", 9, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
+		handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To[int32](30), RestartGraceSeconds: ptr.To[int32](60)}).create(t)
+	var ms []*simMember
+	for i := range 3 {
+		ms = append(ms, startSimMember(t, cs, "g", newPod(ns, fmt.Sprintf("g-%d", i), "g").onNode("n").create(t), own))
+	}
+	defer func() {
+		for _, m := range ms {
+			m.stop()
+		}
+	}()
+	waitForSettled(t, ns, "g", own, 9, 3)
+	before := ms[1].client.Current().Queues
+
+	// g-1 restarts: its process ends, its pod is deleted and created again with the same name.
+	ms[1].stop()
+	must(t, k8s.Delete(context.Background(), ms[1].pod, client.GracePeriodSeconds(0)))
+	eventually(t, waitFor, func() error {
+		if g := getGroup(t, ns, "g"); g.Status.MemberCount != 2 {
+			return fmt.Errorf("%d members published, want 2 while g-1 is away", g.Status.MemberCount)
+		}
+		return nil
+	})
+	for _, q := range before {
+		if n := own.readers(q); n != 0 {
+			t.Fatalf("queue %s of the departed member has %d readers during its grace", q, n)
+		}
+	}
+	ms[1] = startSimMember(t, cs, "g", newPod(ns, "g-1", "g").onNode("n").create(t), own)
+	waitForSettled(t, ns, "g", own, 9, 3)
+	if after := ms[1].client.Current().Queues; fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("g-1 came back to %v, want its own queues %v", after, before)
+	}
+	if len(own.violations) > 0 {
+		t.Fatalf("queues had two readers at once: %v", own.violations)
+	}
+}
