@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -285,5 +286,23 @@ func TestStatusForCapsMemberLines(t *testing.T) {
 	s := statusFor(testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}), current, maxStatusMembers+10, 0, nil, metav1.Now())
 	if len(s.Members) != maxStatusMembers || int(s.MemberCount) != maxStatusMembers+10 || s.Members[0].ID != "p-00000" {
 		t.Fatalf("%d member lines, memberCount %d, first %q", len(s.Members), s.MemberCount, s.Members[0].ID)
+	}
+}
+
+func TestQueuesForListsQueuesInRocketMQOrder(t *testing.T) {
+	spec := &v1alpha1.ConsumerGroupSpec{Topics: []v1alpha1.Topic{
+		{Name: "payments", Brokers: []v1alpha1.Broker{{Name: "b", Queues: 2, Zone: "z2"}, {Name: "a", Queues: 1}}},
+		{Name: "Orders", Brokers: []v1alpha1.Broker{{Name: "a", Queues: 1, Zone: "z1"}}},
+	}}
+	queues, zones := queuesFor(spec)
+	want := "[Orders/a/0 payments/a/0 payments/b/0 payments/b/1]"
+	if fmt.Sprint(queues) != want {
+		t.Fatalf("queues %v, want %s", queues, want)
+	}
+	if !slices.IsSortedFunc(queues, allocate.CompareQueues) || zones["b"] != "z2" || zones["a"] != "z1" {
+		t.Fatalf("not sorted, or zones %v", zones)
+	}
+	if spec.Topics[0].Name != "payments" || spec.Topics[0].Brokers[0].Name != "b" {
+		t.Fatal("queuesFor reordered the spec")
 	}
 }

@@ -2,22 +2,29 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
-// queuesFor lists every queue the spec names, with each broker's zone.
+// queuesFor lists every queue the spec names, in RocketMQ's order (topic, then broker, by UTF-16 order,
+// then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
+// from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
 func queuesFor(spec *v1alpha1.ConsumerGroupSpec) ([]allocate.Queue, map[string]string) {
 	n := 0
-	for _, t := range spec.Topics {
+	topics := slices.Clone(spec.Topics)
+	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
+	for i, t := range topics {
+		topics[i].Brokers = slices.Clone(t.Brokers)
+		slices.SortFunc(topics[i].Brokers, func(a, b v1alpha1.Broker) int { return allocate.CompareUTF16(a.Name, b.Name) })
 		for _, b := range t.Brokers {
 			n += int(b.Queues)
 		}
 	}
 	queues := make([]allocate.Queue, 0, n)
 	zones := map[string]string{}
-	for _, t := range spec.Topics {
+	for _, t := range topics {
 		for _, b := range t.Brokers {
 			if b.Zone != "" {
 				zones[b.Name] = b.Zone
