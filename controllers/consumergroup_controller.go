@@ -283,8 +283,13 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 	}
 	// The status keeps the generation when someone deleted the ConfigMap, so pods never see it go back.
 	generation := max(old.generation, group.Status.AssignmentGeneration)
+	handoffSpec := group.Spec.Handoff
+	if group.Spec.MessageModel == v1alpha1.Broadcasting {
+		// Every member reads every queue: there is no single owner to hand a queue over from.
+		handoffSpec.Mode = v1alpha1.Immediate
+	}
 	h := handoff(handoffInput{
-		spec:           group.Spec.Handoff,
+		spec:           handoffSpec,
 		now:            now.Time,
 		nextGeneration: generation + 1,
 		published:      old.byPod(),

@@ -306,3 +306,22 @@ func TestQueuesForListsQueuesInRocketMQOrder(t *testing.T) {
 		t.Fatal("queuesFor reordered the spec")
 	}
 }
+
+func TestDecideBroadcastingGivesNewMembersEveryQueueAtOnce(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely})
+	group.Spec.MessageModel = v1alpha1.Broadcasting
+	group.Spec.Handoff.Mode = v1alpha1.Cooperative
+	pods := []corev1.Pod{pod("p0")}
+	first := decide(group, observation{pods: pods, podUIDs: map[string]types.UID{"p0": "u0"}}, now)
+	obs := applied(group, observation{pods: append(pods, pod("p1")), podUIDs: map[string]types.UID{"p0": "u0", "p1": "u1"}}, first)
+	second := decide(group, obs, now)
+	if len(second.current.entries) != 2 || second.withheld != 0 {
+		t.Fatalf("entries %d, withheld %d", len(second.current.entries), second.withheld)
+	}
+	for pod, e := range second.current.entries {
+		if n, _ := e.Count(); n != 6 {
+			t.Errorf("%s reads %d queues, want all 6", pod, n)
+		}
+	}
+}
