@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -98,8 +99,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	if d.rebalanced {
 		r.Recorder.Eventf(&group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
-			"Published assignment generation %d: %d queues over %d members, %d queues moved",
-			d.current.generation, d.queueCount, len(d.members), d.moved)
+			"Published assignment generation %d: %s over %s, %s moved",
+			d.current.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"))
 	}
 	// One warning per distinct problem, not one per pass.
 	if d.problem != nil && (oldDegraded == nil || oldDegraded.Status != metav1.ConditionTrue ||
@@ -113,6 +114,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
+}
+
+// count writes n and noun, plural unless n is 1: "1 queue", "3 queues".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // observation is the part of the world one group's assignment depends on.
