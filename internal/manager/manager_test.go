@@ -78,7 +78,9 @@ func startReplica(t *testing.T, ns string) *replica {
 func (r *replica) stop() {
 	if r.cancel != nil {
 		r.cancel()
-		<-r.done
+		if err := <-r.done; err != nil {
+			panic(fmt.Sprintf("replica stopped with an error: %v", err))
+		}
 		r.cancel = nil
 	}
 }
@@ -119,7 +121,7 @@ func readyPod(t *testing.T, ns, name string) {
 	}
 }
 
-func members(t *testing.T, ns string) int {
+func members(ns string) int {
 	var cm corev1.ConfigMap
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controllers.AssignmentName("g")}, &cm); err != nil {
 		return -1
@@ -150,7 +152,7 @@ func TestLeaderElection(t *testing.T) {
 	first := startReplica(t, ns)
 	eventually(t, "the first replica to be elected", first.elected)
 	second := startReplica(t, ns)
-	eventually(t, "the first replica to publish", func() bool { return members(t, ns) == 1 })
+	eventually(t, "the first replica to publish", func() bool { return members(ns) == 1 })
 
 	var lease coordinationv1.Lease
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: LeaderElectionID}, &lease); err != nil {
@@ -164,5 +166,5 @@ func TestLeaderElection(t *testing.T) {
 	first.stop()
 	eventually(t, "the second replica to take over", second.elected)
 	readyPod(t, ns, "p1")
-	eventually(t, "the second replica to publish the new member", func() bool { return members(t, ns) == 2 })
+	eventually(t, "the second replica to publish the new member", func() bool { return members(ns) == 2 })
 }
