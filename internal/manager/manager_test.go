@@ -71,15 +71,15 @@ func startReplica(t *testing.T, ns string) *replica {
 	}
 	r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(ctx) }()
-	t.Cleanup(r.stop)
+	t.Cleanup(func() { r.stop(t) })
 	return r
 }
 
-func (r *replica) stop() {
+func (r *replica) stop(t *testing.T) {
 	if r.cancel != nil {
 		r.cancel()
 		if err := <-r.done; err != nil {
-			panic(fmt.Sprintf("replica stopped with an error: %v", err))
+			t.Errorf("replica stopped with an error: %v", err)
 		}
 		r.cancel = nil
 	}
@@ -163,7 +163,7 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatal("both replicas are leaders")
 	}
 
-	first.stop()
+	first.stop(t)
 	eventually(t, "the second replica to take over", second.elected)
 	readyPod(t, ns, "p1")
 	eventually(t, "the second replica to publish the new member", func() bool { return members(ns) == 2 })
