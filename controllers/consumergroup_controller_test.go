@@ -454,3 +454,41 @@ func waitForEvent(t *testing.T, ns, group, reason string) {
 		return fmt.Errorf("no %s event for %s among %d events", reason, group, len(list.Items))
 	})
 }
+
+// TestSpecChangesReplan edits a group's spec: more queues, then another strategy. Each edit is planned
+// and published, and the conditions report the new spec generation.
+func TestSpecChangesReplan(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	newGroup(ns, "s").topic("t", broker("b", 4, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(t)
+	newPod(ns, "s-0", "s").create(t)
+	newPod(ns, "s-1", "s").create(t)
+	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(4))
+
+	edit := func(change func(*v1alpha1.ConsumerGroup)) {
+		t.Helper()
+		g := getGroup(t, ns, "s")
+		change(g)
+		must(t, k8s.Update(context.Background(), g))
+	}
+	edit(func(g *v1alpha1.ConsumerGroup) {
+		g.Spec.Topics[0].Brokers[0].Queues = 6
+		g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "u", Brokers: []v1alpha1.Broker{broker("b", 2, "")}})
+	})
+	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
+	g := waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	if g.Status.QueueCount != 8 {
+		t.Errorf("status counts %d queues, want 8", g.Status.QueueCount)
+	}
+
+	edit(func(g *v1alpha1.ConsumerGroup) { g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.AveragelyByCircle} })
+	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, func(p published) error {
+		// By circle over the sorted queues t/b/0-5, u/b/0-1: the first member takes every other queue.
+		want := "[t/b/0 t/b/2 t/b/4 u/b/0]"
+		if got := fmt.Sprint(p.queues["s-0"]); got != want {
+			return fmt.Errorf("s-0 holds %s, want %s", got, want)
+		}
+		return partitionOf(8)(p)
+	})
+	waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+}
