@@ -325,3 +325,34 @@ func TestDecideBroadcastingGivesNewMembersEveryQueueAtOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestByConfigRefusesUnknownAndDuplicateQueuesNamingTheField(t *testing.T) {
+	members := []member{{Member: mem("a", "", 1), Pod: "a"}}
+	q := func(id int32) v1alpha1.QueueReference { return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id} }
+	for _, tc := range []struct {
+		assignments []v1alpha1.MemberAssignment
+		want        string
+	}{
+		// "gone" is no member now: its configuration is checked all the same.
+		{[]v1alpha1.MemberAssignment{{Member: "a", Queues: []v1alpha1.QueueReference{q(0)}}, {Member: "gone", Queues: []v1alpha1.QueueReference{q(1), q(9)}}},
+			`spec.strategy.byConfig.assignments["gone"][1]: queue t/b/9 does not exist`},
+		{[]v1alpha1.MemberAssignment{{Member: "a", Queues: []v1alpha1.QueueReference{q(0)}}, {Member: "gone", Queues: []v1alpha1.QueueReference{q(0)}}},
+			`spec.strategy.byConfig.assignments["gone"][0]: queue t/b/0 is already assigned at assignments["a"][0]`},
+	} {
+		g := testGroup(v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: tc.assignments}})
+		_, _, prob := planFor(g, members, nil, nil)
+		if prob == nil || prob.Reason != ReasonInvalidStrategyParameters || prob.Message != tc.want {
+			t.Errorf("problem %v, want %s: %s", prob, ReasonInvalidStrategyParameters, tc.want)
+		}
+	}
+}
+
+func TestStatusGenerationNeverGoesBack(t *testing.T) {
+	g := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely})
+	g.Status.AssignmentGeneration = 7
+	// The ConfigMap was deleted and the group cannot be planned: nothing is published now.
+	s := statusFor(g, publishedAssignment{}, 0, 0, &problem{ReasonInvalidMemberAnnotation, "x"}, metav1.Now())
+	if s.AssignmentGeneration != 7 {
+		t.Fatalf("assignmentGeneration went back to %d", s.AssignmentGeneration)
+	}
+}

@@ -39,8 +39,25 @@ func queuesFor(spec *v1alpha1.ConsumerGroupSpec) ([]allocate.Queue, map[string]s
 
 // strategyFor builds the strategy the spec chooses, with its parameters.
 func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
-	var p allocate.Params
+	p := strategyParams(s)
 	name := allocate.Name(s.Type)
+	var strategy allocate.Strategy
+	var err error
+	if name == allocate.ConsistentHash {
+		// The cache variant gives the same plans and, kept between passes, re-plans without re-hashing.
+		strategy, err = allocate.NewConsistentHashCache(p)
+	} else {
+		strategy, err = allocate.New(name, p)
+	}
+	if err != nil {
+		return nil, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy: %v", err)}
+	}
+	return strategy, nil
+}
+
+// strategyParams are the parameters of the spec's strategy, as pkg/allocate takes them.
+func strategyParams(s *v1alpha1.Strategy) allocate.Params {
+	var p allocate.Params
 	switch s.Type {
 	case v1alpha1.ConsistentHash:
 		if s.ConsistentHash != nil {
@@ -77,18 +94,7 @@ func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
 			p.MaxSkew = *s.Sticky.MaxSkew
 		}
 	}
-	var strategy allocate.Strategy
-	var err error
-	if name == allocate.ConsistentHash {
-		// The cache variant gives the same plans and, kept between passes, re-plans without re-hashing.
-		strategy, err = allocate.NewConsistentHashCache(p)
-	} else {
-		strategy, err = allocate.New(name, p)
-	}
-	if err != nil {
-		return nil, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy: %v", err)}
-	}
-	return strategy, nil
+	return p
 }
 
 // planFor computes the plan for members: every queue to every member in Broadcasting, the strategy's
@@ -108,6 +114,13 @@ func planFor(group *v1alpha1.ConsumerGroup, members []member, previous allocate.
 	strategy, prob := strategies.get(group)
 	if prob != nil {
 		return nil, 0, prob
+	}
+	if group.Spec.Strategy.Type == v1alpha1.ByConfig {
+		// RocketMQ hands out whatever is configured; the operator refuses a configuration that names a queue
+		// the spec does not list or lists a queue twice, whoever the members are right now.
+		if err := allocate.ValidateAssignments(strategyParams(&group.Spec.Strategy).Assignments, queues); err != nil {
+			return nil, 0, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy.byConfig.%v", err)}
+		}
 	}
 	in := allocate.Input{Queues: queues, Members: make([]allocate.Member, len(members)), BrokerZones: zones, Previous: previous}
 	for i, m := range members {

@@ -33,7 +33,9 @@ func statusFor(group *v1alpha1.ConsumerGroup, current publishedAssignment, membe
 	status := *group.Status.DeepCopy()
 	status.ObservedGeneration = group.Generation
 	status.AssignmentConfigMap = ""
-	status.AssignmentGeneration = current.generation
+	// Never back: with the ConfigMap deleted while the group cannot be planned, nothing is published, yet
+	// members' Leases still acknowledge the last generation, and the next one must be above it.
+	status.AssignmentGeneration = max(current.generation, group.Status.AssignmentGeneration)
 	status.Members = nil
 	status.LastRebalanceTime = nil
 	if current.generation > 0 {
