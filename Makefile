@@ -48,7 +48,7 @@ test: envtest-bins ## Run every test (unit, property and envtest) against etcd a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test ./... -count=1 $(GO_TEST_FLAGS)
 
 .PHONY: test-handoff
-test-handoff: envtest-bins ## Play 10,000 random events (joins, drains, restarts, kills, hangs, operator restarts) against a Cooperative group (about 45 min).
+test-handoff: envtest-bins ## Play 10,000 random events (joins, drains, restarts, kills, hangs, operator restarts) against a Cooperative group (about 40 min).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test ./controllers -count=1 -v -timeout 150m -run 'TestRandomizedHandoff$$' -handoff-events 10000
 
 # SCALE_FLAGS adds flags to the scale tests, e.g. SCALE_FLAGS='-run ^$$ -bench . -benchtime 3x' for the benchmarks.
@@ -77,6 +77,17 @@ plots: ## Regenerate the simulator's plots (docs/simulate-*.svg) and result tabl
 	  for s in $(SCENARIOS); do go run ./hack/simulate -scenario $$s -format markdown; done; } > docs/simulate-results.md
 
 ##@ Build and run
+
+IMG ?= consumergroup-operator:latest
+AGENT_IMG ?= consumergroup-agent:latest
+
+.PHONY: docker-build
+docker-build: ## Build the operator's image $(IMG) (needs a Docker engine).
+	docker build --target manager -t $(IMG) .
+
+.PHONY: docker-build-agent
+docker-build-agent: ## Build the member agent's image $(AGENT_IMG) (needs a Docker engine).
+	docker build --target agent -t $(AGENT_IMG) .
 
 .PHONY: build
 build: ## Build the operator into bin/manager and every command under cmd/ into bin/.

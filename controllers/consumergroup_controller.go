@@ -162,17 +162,8 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 			obs.shards[cm.Name] = cm
 		}
 	}
-	if obs.configMap == nil {
-		// The cache lists only ConfigMaps carrying the operator's labels; one whose labels were edited away
-		// is read directly, so that it is repaired rather than recreated.
-		var cm corev1.ConfigMap
-		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: AssignmentName(group.Name)}, &cm); {
-		case err == nil:
-			obs.configMap = &cm
-		case !apierrors.IsNotFound(err):
-			return obs, err
-		}
-	}
+	// A ConfigMap whose labels someone edited away drops out of the cache and reads as missing: the next
+	// apply, under the same name, restores its labels and content at a higher generation.
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {

@@ -29,7 +29,7 @@ const (
 	// maxAssignmentBytes keeps a ConfigMap's data under the API server's 1 MiB limit, with room for
 	// metadata; larger assignments are spread over shard ConfigMaps.
 	maxAssignmentBytes = 900 * 1024
-	// maxShards bounds the shard ConfigMaps of one group (about 57 MiB of entries). A larger assignment is
+	// maxShards bounds the shard ConfigMaps of one group (about 56 MiB of entries). A larger assignment is
 	// refused with a condition, never truncated.
 	maxShards = 64
 )

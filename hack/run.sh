@@ -10,7 +10,7 @@ config=${KUBECONFIG:-$HOME/.kube/config}
 if [[ -n ${KUBECONFIG:-} || -f $config ]] && "$kubectl" cluster-info --request-timeout=5s > /dev/null 2>&1; then
   echo "Cluster found ($("$kubectl" config current-context)): installing the CRD and running the operator against it."
   "$kubectl" apply --server-side -f config/crd/bases
-  echo "Try: kubectl apply -f config/samples/messaging_v1alpha1_consumergroup_sticky.yaml; hack/scale.sh 3"
+  echo "Try: kubectl apply -f config/samples/messaging_v1alpha1_consumergroup_sticky.yaml; KUBECONFIG=$config hack/scale.sh 3"
   exec go run . --metrics-bind-address=0
 fi
 
