@@ -328,7 +328,9 @@ func TestDecideBroadcastingGivesNewMembersEveryQueueAtOnce(t *testing.T) {
 
 func TestByConfigRefusesUnknownAndDuplicateQueuesNamingTheField(t *testing.T) {
 	members := []member{{Member: mem("a", "", 1), Pod: "a"}}
-	q := func(id int32) v1alpha1.QueueReference { return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id} }
+	q := func(id int32) v1alpha1.QueueReference {
+		return v1alpha1.QueueReference{Topic: "t", Broker: "b", QueueID: id}
+	}
 	for _, tc := range []struct {
 		assignments []v1alpha1.MemberAssignment
 		want        string
