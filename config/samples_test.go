@@ -20,39 +20,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // One API server for the package's tests.
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		os.Exit(1)
-	}
-	// Unstructured objects only: the test reads the manifests as a user's kubectl would, without the
-	// operator's Go types filling in or dropping fields.
-	k8s, err = client.New(cfg, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "creating a client:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, []string{filepath.Join("crd", "bases")}, func(_ *envtest.Environment, cfg *rest.Config) error {
+		// Unstructured objects only: the test reads the manifests as a user's kubectl would, without the
+		// operator's Go types filling in or dropping fields.
+		var err error
+		k8s, err = client.New(cfg, client.Options{})
+		return err
+	})
 }
 
 // dryRunCreate creates obj in namespace without storing it. Strict field validation makes an unknown or

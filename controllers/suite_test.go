@@ -32,12 +32,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // The package shares one real API server (etcd + kube-apiserver) across its tests; each test works in a
 // namespace of its own and runs its own manager scoped to it.
 var (
-	testEnv    *envtest.Environment
 	restConfig *rest.Config
 	k8s        client.Client
 	testScheme = runtime.NewScheme()
@@ -45,41 +45,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
-		os.Exit(1)
-	}
 	// The operator's logs are noise in a passing run; TEST_LOG=1 shows them.
 	logOut := io.Discard
 	if os.Getenv("TEST_LOG") != "" {
 		logOut = os.Stderr
 	}
 	logf.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
-	if err := clientgoscheme.AddToScheme(testScheme); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(testScheme); err != nil {
-		panic(err)
-	}
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	var err error
-	restConfig, err = testEnv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		os.Exit(1)
-	}
-	k8s, err = client.New(restConfig, client.Options{Scheme: testScheme})
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	if err := testEnv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, []string{filepath.Join("..", "config", "crd", "bases")}, func(_ *envtest.Environment, cfg *rest.Config) error {
+		if err := clientgoscheme.AddToScheme(testScheme); err != nil {
+			return err
+		}
+		if err := v1alpha1.AddToScheme(testScheme); err != nil {
+			return err
+		}
+		restConfig = cfg
+		var err error
+		k8s, err = client.New(restConfig, client.Options{Scheme: testScheme})
+		return err
+	})
 }
 
 // newNamespace creates a namespace for one test.
@@ -166,19 +149,9 @@ func labelValue(m *dto.Metric, name string) string {
 }
 
 // eventually polls check until it returns nil, failing the test with check's last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
+func eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, check)
 }
 
 func must(t testing.TB, err error) {

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 var (
@@ -28,22 +28,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	var err error
-	if restConfig, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		os.Exit(1)
-	}
-	if k8s, err = client.New(restConfig, client.Options{Scheme: Scheme()}); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, []string{filepath.Join("..", "..", "config", "crd", "bases")}, func(_ *envtest.Environment, cfg *rest.Config) error {
+		restConfig = cfg
+		var err error
+		k8s, err = client.New(cfg, client.Options{Scheme: Scheme()})
+		return err
+	})
 }
 
 // replica runs one operator replica as main.go does, with leader election in namespace ns.
@@ -96,13 +86,12 @@ func (r *replica) elected() bool {
 
 func eventually(t *testing.T, what string, check func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !check() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if !check() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func readyPod(t *testing.T, ns, name string) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
@@ -29,40 +29,19 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or set it to the directory holding etcd and kube-apiserver (bin/k8s/1.37.2-linux-amd64)")
-		os.Exit(1)
-	}
-	testEnv = &envtest.Environment{}
-	var err error
-	restConfig, err = testEnv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		os.Exit(1)
-	}
-	cs = kubernetes.NewForConfigOrDie(restConfig)
-	code := m.Run()
-	if err := testEnv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, nil, func(env *envtest.Environment, cfg *rest.Config) error {
+		testEnv, restConfig = env, cfg
+		var err error
+		cs, err = kubernetes.NewForConfig(cfg)
+		return err
+	})
 }
 
 // eventually polls check until it succeeds, failing the test with check's last error after timeout.
 // The bounds are generous: they catch a delivery that never comes, not a slow one.
 func eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, check)
 }
 
 // newNamespace creates a namespace for one test.
