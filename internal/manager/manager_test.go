@@ -121,7 +121,7 @@ func members(ns string) int {
 // TestLeaderElection runs two replicas: only the one holding the Lease reconciles, and when it stops the
 // other takes over and goes on publishing.
 func TestLeaderElection(t *testing.T) {
-	ns := "leader-election"
+	ns := fmt.Sprintf("leader-election-%d", time.Now().UnixNano())
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
