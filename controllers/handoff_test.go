@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -168,20 +169,11 @@ func waitForSettled(t *testing.T, ns, group string, own *ownership, queues int32
 				return fmt.Errorf("member %s holds %d queues, want its share of %d over %d", m.Pod, m.Queues, queues, members)
 			}
 		}
-		if c := findCondition(g.Status.Conditions, ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
+		if c := meta.FindStatusCondition(g.Status.Conditions, ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Progressing is %v", c)
 		}
 		return nil
 	})
-}
-
-func findCondition(conditions []metav1.Condition, t string) *metav1.Condition {
-	for i := range conditions {
-		if conditions[i].Type == t {
-			return &conditions[i]
-		}
-	}
-	return nil
 }
 
 func TestCooperativeScaleOut(t *testing.T) {
