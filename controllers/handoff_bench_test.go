@@ -31,15 +31,9 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 	cs := newClientset(b)
 	own := newOwnership()
 	cooperativeGroup(ns, "j", queues, 30).create(b)
-	var ms []*simMember
 	for i := range members {
-		ms = append(ms, startSimMember(b, cs, "j", newPod(ns, fmt.Sprintf("j-%d", i), "j").onNode("n").create(b), own))
+		startSimMember(b, cs, "j", newPod(ns, fmt.Sprintf("j-%d", i), "j").onNode("n").create(b), own)
 	}
-	defer func() {
-		for _, m := range ms {
-			m.stop()
-		}
-	}()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -109,6 +109,8 @@ func startSimMember(t testing.TB, cs kubernetes.Interface, group string, pod *co
 	m := &simMember{pod: pod, client: c, cancel: cancel, done: make(chan struct{}), own: own}
 	m.acking.Store(true)
 	go func() { _ = c.Run(ctx) }()
+	// Every member ends with its test; stopping one that already stopped does nothing.
+	t.Cleanup(m.stop)
 	go func() {
 		defer close(m.done)
 		for {
@@ -131,7 +133,7 @@ func startSimMember(t testing.TB, cs kubernetes.Interface, group string, pod *co
 	return m
 }
 
-// stop ends the member's process: it reads nothing from then on.
+// stop ends the member's process: it reads nothing from then on. Calling it again does nothing more.
 func (m *simMember) stop() {
 	m.cancel()
 	<-m.done
@@ -182,18 +184,12 @@ func TestCooperativeScaleOut(t *testing.T) {
 	cs := newClientset(t)
 	own := newOwnership()
 	cooperativeGroup(ns, "c", 12, 30).create(t)
-	var ms []*simMember
 	for i := range 2 {
-		ms = append(ms, startSimMember(t, cs, "c", newPod(ns, fmt.Sprintf("c-%d", i), "c").onNode("n").create(t), own))
+		startSimMember(t, cs, "c", newPod(ns, fmt.Sprintf("c-%d", i), "c").onNode("n").create(t), own)
 	}
 	waitForSettled(t, ns, "c", own, 12, 2)
-	ms = append(ms, startSimMember(t, cs, "c", newPod(ns, "c-2", "c").onNode("n").create(t), own))
+	startSimMember(t, cs, "c", newPod(ns, "c-2", "c").onNode("n").create(t), own)
 	waitForSettled(t, ns, "c", own, 12, 3)
-	defer func() {
-		for _, m := range ms {
-			m.stop()
-		}
-	}()
 	if len(own.violations) > 0 {
 		t.Fatalf("queues had two readers at once: %v", own.violations)
 	}
@@ -221,10 +217,8 @@ func TestFencedWhenNoAcknowledgement(t *testing.T) {
 	stuck := startSimMember(t, cs, "f", newPod(ns, "f-0", "f").onNode("n").create(t), own)
 	waitForSettled(t, ns, "f", own, 8, 1)
 	stuck.acking.Store(false)
-	defer stuck.stop()
 
 	other := startSimMember(t, cs, "f", newPod(ns, "f-1", "f").onNode("n").create(t), own)
-	defer other.stop()
 	waitForCondition(t, ns, "f", ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout)
 	waitForEvent(t, ns, "f", EventMemberFenced)
 	// After the fence the newcomer gets its share although f-0 never let go.
@@ -242,9 +236,8 @@ func TestDrainReleasesQueuesBeforeDeletion(t *testing.T) {
 	cs := newClientset(t)
 	own := newOwnership()
 	cooperativeGroup(ns, "d", 6, 30).create(t)
-	a := startSimMember(t, cs, "d", newPod(ns, "d-0", "d").onNode("n").create(t), own)
+	startSimMember(t, cs, "d", newPod(ns, "d-0", "d").onNode("n").create(t), own)
 	b := startSimMember(t, cs, "d", newPod(ns, "d-1", "d").onNode("n").create(t), own)
-	defer a.stop()
 	waitForSettled(t, ns, "d", own, 6, 2)
 
 	// A pod on a node is deleted gracefully: it stays, with a deletionTimestamp, until its kubelet (here,
@@ -388,11 +381,6 @@ func TestRestartGraceReturnsQueues(t *testing.T) {
 	for i := range 3 {
 		ms = append(ms, startSimMember(t, cs, "g", newPod(ns, fmt.Sprintf("g-%d", i), "g").onNode("n").create(t), own))
 	}
-	defer func() {
-		for _, m := range ms {
-			m.stop()
-		}
-	}()
 	waitForSettled(t, ns, "g", own, 9, 3)
 	before := ms[1].client.Current().Queues
 
