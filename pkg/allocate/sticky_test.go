@@ -12,6 +12,7 @@ import (
 
 // stickyWorld is a random group that the property tests mutate step by step.
 type stickyWorld struct {
+	seed    uint64
 	rng     *rand.Rand
 	brokers map[string]int // "topic/broker" -> queue count
 	zones   map[string]string
@@ -23,6 +24,7 @@ var stickyZones = []string{"zone-a", "zone-b", "zone-c"}
 
 func newStickyWorld(seed uint64) *stickyWorld {
 	w := &stickyWorld{
+		seed:    seed,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		brokers: map[string]int{},
 		zones:   map[string]string{},
@@ -357,6 +359,26 @@ func stickyShuffled(rng *rand.Rand, in Input) Input {
 	return out
 }
 
+// stickyStep moves w one step on, plans it from prev with s, and checks rules 1-3: one owner per queue,
+// balance within skew, and with no skew exactly the moves the lower bound forces.
+func stickyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, skew int32) (Input, Plan) {
+	t.Helper()
+	w.step()
+	in := w.input(prev)
+	plan, err := s.Allocate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stickyCheckOwnership(t, in, plan)
+	stickyCheckBalance(t, in, plan, int(skew))
+	if skew == 0 {
+		if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
+			t.Fatalf("seed %d: moved %d queues, lower bound %d", w.seed, got, want)
+		}
+	}
+	return in, plan
+}
+
 func mustSticky(t testing.TB, skew int32) Strategy {
 	t.Helper()
 	s, err := New(Sticky, Params{MaxSkew: skew})
@@ -375,17 +397,7 @@ func TestStickyProperties(t *testing.T) {
 		w := newStickyWorld(seed)
 		var prev Plan
 		for range 100 {
-			w.step()
-			in := w.input(prev)
-			plan, err := s.Allocate(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stickyCheckOwnership(t, in, plan)
-			stickyCheckBalance(t, in, plan, 0)
-			if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
-				t.Fatalf("seed %d: moved %d queues, lower bound %d", seed, got, want)
-			}
+			in, plan := stickyStep(t, s, w, prev, 0)
 			stickyCheckLocality(t, in, plan)
 			again, err := s.Allocate(stickyShuffled(w.rng, in))
 			if err != nil {
@@ -623,20 +635,7 @@ func FuzzSticky(f *testing.F) {
 		w := newStickyWorld(seed)
 		var prev Plan
 		for range 20 {
-			w.step()
-			in := w.input(prev)
-			plan, err := s.Allocate(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stickyCheckOwnership(t, in, plan)
-			stickyCheckBalance(t, in, plan, int(skew))
-			if skew == 0 {
-				if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
-					t.Fatalf("moved %d, lower bound %d", got, want)
-				}
-			}
-			prev = plan
+			_, prev = stickyStep(t, s, w, prev, skew)
 		}
 	})
 }
