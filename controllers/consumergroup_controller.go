@@ -204,16 +204,22 @@ func (r *ConsumerGroupReconciler) observeHandoff(ctx context.Context, group *v1a
 	for i := range obs.pods {
 		obs.podUIDs[obs.pods[i].Name] = obs.pods[i].UID
 	}
-	old := readAssignment(obs.configMap, obs.shards)
+	// The pods the published objects name are their data keys; decide decodes the entries themselves,
+	// which this needs no more than the keys of.
 	var named []string
-	for pod := range old.entries {
-		named = append(named, pod)
-	}
-	for _, rv := range old.handoff.Revocations {
-		named = append(named, rv.Pod)
-	}
-	for _, f := range old.handoff.Fenced {
-		named = append(named, f.Pod)
+	if obs.configMap != nil {
+		for _, cm := range append([]*corev1.ConfigMap{obs.configMap}, slices.Collect(maps.Values(obs.shards))...) {
+			for pod := range cm.Data {
+				named = append(named, pod)
+			}
+		}
+		state := decodeHandoff(obs.configMap.Annotations[HandoffAnnotation])
+		for _, rv := range state.Revocations {
+			named = append(named, rv.Pod)
+		}
+		for _, f := range state.Fenced {
+			named = append(named, f.Pod)
+		}
 	}
 	for _, name := range named {
 		if _, known := obs.podUIDs[name]; known {
