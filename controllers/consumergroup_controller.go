@@ -298,7 +298,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs observation, now metav1.Time) dec
 		spec:           handoffSpec,
 		now:            now.Time,
 		nextGeneration: generation + 1,
-		published:      old.byPod(),
+		published:      old.pods,
 		target:         target,
 		members:        members,
 		state:          old.handoff,

@@ -41,8 +41,10 @@ func AssignmentName(groupName string) string { return groupName + "-assignment" 
 type publishedAssignment struct {
 	generation   int64
 	rebalancedAt time.Time
-	// entries maps a pod name (the ConfigMap key) to its entry.
+	// entries maps a pod name (the ConfigMap key) to its entry, and pods to its member and queues, decoded
+	// once per pass.
 	entries map[string]assignment.Entry
+	pods    map[string]podPlan
 	// data is the ConfigMap's data as read, to compare with what the operator would write.
 	data map[string]string
 	// handoff is the state of queues in flight, and handoffRaw its annotation as read.
@@ -57,7 +59,7 @@ type publishedAssignment struct {
 // cannot be decoded are left out: the published objects no longer match what the operator would write,
 // so the next pass rewrites them.
 func readAssignment(cm *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) publishedAssignment {
-	p := publishedAssignment{entries: map[string]assignment.Entry{}, data: map[string]string{}, shards: 1}
+	p := publishedAssignment{entries: map[string]assignment.Entry{}, pods: map[string]podPlan{}, data: map[string]string{}, shards: 1}
 	if cm == nil {
 		return p
 	}
@@ -80,8 +82,9 @@ func readAssignment(cm *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) p
 	for _, src := range sources {
 		for key, value := range src.Data {
 			p.data[key] = value
-			if e, _, err := assignment.Decode([]byte(value)); err == nil {
+			if e, queues, err := assignment.Decode([]byte(value)); err == nil {
 				p.entries[key] = e
+				p.pods[key] = podPlan{member: e.Member, queues: queues}
 			}
 		}
 	}
@@ -90,24 +93,11 @@ func readAssignment(cm *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) p
 
 // plan is the published plan by member id, as strategies that keep queues in place read it.
 func (p publishedAssignment) plan() allocate.Plan {
-	plan := make(allocate.Plan, len(p.entries))
-	for _, e := range p.entries {
-		if queues, err := e.Expand(); err == nil {
-			plan[e.Member] = queues
-		}
+	plan := make(allocate.Plan, len(p.pods))
+	for _, pp := range p.pods {
+		plan[pp.member] = pp.queues
 	}
 	return plan
-}
-
-// byPod is the published plan by pod name.
-func (p publishedAssignment) byPod() map[string]podPlan {
-	out := make(map[string]podPlan, len(p.entries))
-	for pod, e := range p.entries {
-		if queues, err := e.Expand(); err == nil {
-			out[pod] = podPlan{member: e.Member, queues: queues}
-		}
-	}
-	return out
 }
 
 // previousPlan is what strategies that keep queues in place start from: the published plan, plus the
