@@ -12,7 +12,9 @@ import (
 	"testing"
 )
 
-var goldenPath = flag.String("golden", "../../../shared/golden/rocketmq-allocate.json",
+// goldenPath is the file of vectors recorded from RocketMQ's own Java strategies. It lives in testdata so
+// that the parity check runs wherever the repository is checked out; a missing file fails the test.
+var goldenPath = flag.String("golden", "testdata/rocketmq-allocate.json",
 	"file of RocketMQ allocation vectors TestRocketMQParity checks against")
 
 type goldenQueue struct {
