@@ -1,0 +1,94 @@
+package protocol
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ClaimVersion is the format version of a Claim.
+const ClaimVersion = 1
+
+// A claim longer than compressAbove bytes is written compressed. Ranges keep most claims far smaller;
+// a member holding tens of thousands of scattered queues stays well inside the API server's 256 KiB
+// bound on a Lease's annotations.
+const (
+	compressAbove   = 16 << 10
+	compressedMark  = "z:"
+	maxClaimJSONLen = 8 << 20
+)
+
+// Claim is what a member states in its Lease about the queues it may be reading. The member writes it
+// whenever it acknowledges a generation, and with every renewal: Queues are the queues of the generation
+// its application acknowledged, plus those of the generation it last handed the application, if that is
+// newer. The operator gives a queue to another member only when no claim that stands lists it.
+type Claim struct {
+	// Version is the format version; readers refuse versions they do not know.
+	Version int `json:"version"`
+	// PodUID is the pod incarnation whose process wrote the claim.
+	PodUID string `json:"podUID"`
+	// Acked is the generation the member's application acknowledged last, as AckedGenerationAnnotation.
+	Acked int64 `json:"acked"`
+	// Queues are the queues the member may be reading, as an entry lists them.
+	Queues []BrokerQueues `json:"queues"`
+}
+
+// NewClaim builds the claim of pod incarnation podUID, which acknowledged acked and may read queues.
+func NewClaim(podUID string, acked int64, queues []Queue) Claim {
+	return Claim{Version: ClaimVersion, PodUID: podUID, Acked: acked, Queues: Compact(queues)}
+}
+
+// Encode returns the claim as ClaimAnnotation holds it: its JSON, or, when that is long, "z:" followed by
+// the base64 of the DEFLATE-compressed JSON.
+func (c Claim) Encode() string {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // strings and integers only: cannot fail
+	}
+	if len(b) <= compressAbove {
+		return string(b)
+	}
+	var buf bytes.Buffer
+	w, _ := flate.NewWriter(&buf, flate.BestCompression)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return compressedMark + base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// DecodeClaim parses a claim as Encode writes it and expands its queues. It refuses an unknown version,
+// malformed ranges, and input that inflates past a few MiB.
+func DecodeClaim(s string) (Claim, []Queue, error) {
+	data := []byte(s)
+	if rest, ok := strings.CutPrefix(s, compressedMark); ok {
+		compressed, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return Claim{}, nil, fmt.Errorf("decoding claim: %w", err)
+		}
+		data, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(compressed)), maxClaimJSONLen+1))
+		if err != nil {
+			return Claim{}, nil, fmt.Errorf("decompressing claim: %w", err)
+		}
+		if len(data) > maxClaimJSONLen {
+			return Claim{}, nil, fmt.Errorf("decompressing claim: longer than %d bytes", maxClaimJSONLen)
+		}
+	}
+	var c Claim
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Claim{}, nil, fmt.Errorf("decoding claim: %w", err)
+	}
+	if c.Version != ClaimVersion {
+		return Claim{}, nil, fmt.Errorf("claim has format version %d; this reader knows version %d", c.Version, ClaimVersion)
+	}
+	if c.Acked < 0 {
+		return Claim{}, nil, fmt.Errorf("claim acknowledges generation %d", c.Acked)
+	}
+	queues, err := Expand(c.Queues)
+	if err != nil {
+		return Claim{}, nil, fmt.Errorf("claim: %w", err)
+	}
+	return c, queues, nil
+}

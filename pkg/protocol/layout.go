@@ -1,0 +1,332 @@
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	// MaxConfigMapBytes keeps a ConfigMap's data under the API server's 1 MiB limit, with room for
+	// metadata; larger assignments are spread over shard ConfigMaps.
+	MaxConfigMapBytes = 900 * 1024
+	// MaxShards bounds the shard ConfigMaps of one group (about 56 MiB of entries).
+	MaxShards = 64
+)
+
+// ErrTooLarge is returned by Layout for an assignment that MaxShards ConfigMaps cannot hold.
+var ErrTooLarge = errors.New("assignment too large")
+
+// Part is one ConfigMap of a published assignment: its name, data and the protocol's annotations.
+type Part struct {
+	Name        string
+	Data        map[string]string
+	Annotations map[string]string
+}
+
+// Layout spreads the entries of one generation (pod name to encoded Entry) over the group's ConfigMaps
+// and returns them in the order they must be written. The assignment ConfigMap (the index) holds them
+// itself when they fit in MaxConfigMapBytes; otherwise it holds no entries, and the entries go to the
+// smallest power of two of shards in which each fits (powers of two keep most entries in place when the
+// count changes by one step). Shards come first and the index last: a reader follows the index to its
+// shard, so the shard must hold the generation before the index names it. index holds the operator's own
+// annotations for the index (RebalancedAtAnnotation, HandoffAnnotation). Every part carries the
+// generation and its Digest.
+func Layout(group string, generation int64, entries map[string]string, index map[string]string) ([]Part, error) {
+	shards, err := shardCount(entries)
+	if err != nil {
+		return nil, err
+	}
+	gen := strconv.FormatInt(generation, 10)
+	indexPart := Part{Name: AssignmentName(group), Data: entries, Annotations: maps.Clone(index)}
+	if indexPart.Annotations == nil {
+		indexPart.Annotations = map[string]string{}
+	}
+	indexPart.Annotations[GenerationAnnotation] = gen
+	var parts []Part
+	if shards > 1 {
+		data := make([]map[string]string, shards)
+		for k := range data {
+			data[k] = map[string]string{}
+		}
+		for pod, value := range entries {
+			data[ShardOf(pod, shards)][pod] = value
+		}
+		for k := range data {
+			parts = append(parts, Part{Name: ShardName(group, k), Data: data[k], Annotations: map[string]string{GenerationAnnotation: gen}})
+		}
+		indexPart.Data = map[string]string{}
+		indexPart.Annotations[ShardsAnnotation] = strconv.Itoa(shards)
+	}
+	parts = append(parts, indexPart)
+	for i := range parts {
+		parts[i].Annotations[DigestAnnotation] = Digest(parts[i].Name, parts[i].Annotations, parts[i].Data)
+	}
+	return parts, nil
+}
+
+// shardCount is how many ConfigMaps entries need: 1 when they fit the index, otherwise the smallest power
+// of two for which every shard fits.
+func shardCount(entries map[string]string) (int, error) {
+	total := 0
+	for key, value := range entries {
+		total += len(key) + len(value)
+	}
+	if total <= MaxConfigMapBytes {
+		return 1, nil
+	}
+	for shards := 2; shards <= MaxShards; shards *= 2 {
+		sizes := make([]int, shards)
+		fits := true
+		for key, value := range entries {
+			k := ShardOf(key, shards)
+			if sizes[k] += len(key) + len(value); sizes[k] > MaxConfigMapBytes {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return shards, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the entries take %d bytes, more than %d ConfigMaps of %d bytes can hold",
+		ErrTooLarge, total, MaxShards, MaxConfigMapBytes)
+}
+
+// digested are the annotations Digest covers: everything the operator writes on an assignment ConfigMap
+// but the digest itself.
+var digested = []string{GenerationAnnotation, HandoffAnnotation, RebalancedAtAnnotation, ShardsAnnotation}
+
+// Digest is the SHA-256, in hex after "sha256:", of a ConfigMap's name, the annotations the protocol
+// writes on it and its data, each key and value followed by a zero byte, keys in order. The operator
+// writes it as DigestAnnotation and checks it when it reads the ConfigMap back.
+func Digest(name string, annotations, data map[string]string) string {
+	h := sha256.New()
+	write := func(s string) {
+		_, _ = h.Write([]byte(s))
+		_, _ = h.Write([]byte{0})
+	}
+	write(name)
+	for _, k := range digested {
+		if v, ok := annotations[k]; ok {
+			write(k)
+			write(v)
+		}
+	}
+	write("")
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		write(k)
+		write(data[k])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// PublishedEntry is one decoded entry of a published assignment.
+type PublishedEntry struct {
+	Entry
+	Queues []Queue
+}
+
+// Published is a group's assignment as read back from its ConfigMaps.
+type Published struct {
+	// Exists is false when there is no assignment ConfigMap.
+	Exists bool
+	// Generation is the index's generation annotation (when unreadable, the highest of its entries').
+	Generation int64
+	// Shards is the number of shard ConfigMaps; 1 when the index holds the entries.
+	Shards int
+	// Entries are the readable entries, by pod name.
+	Entries map[string]PublishedEntry
+	// RebalancedAt and Handoff are the operator's own annotations on the index, as read.
+	RebalancedAt time.Time
+	Handoff      string
+	// Tampered says, one line per finding, what does not match what the operator wrote: a ConfigMap whose
+	// content no longer matches its digest, an entry that cannot be read. Empty when all matches.
+	Tampered []string
+}
+
+// ReadPublished reads group's assignment from its index ConfigMap (nil when there is none) and its
+// shard ConfigMaps by name, and checks each against its digest and each entry against its checksum and
+// generation.
+func ReadPublished(group string, index *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) Published {
+	p := Published{Shards: 1, Entries: map[string]PublishedEntry{}}
+	if index == nil {
+		return p
+	}
+	p.Exists = true
+	checkDigest := func(cm *corev1.ConfigMap) {
+		want, ok := cm.Annotations[DigestAnnotation]
+		switch {
+		case !ok:
+			p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s: annotation %s was removed", cm.Name, DigestAnnotation))
+		case want != Digest(cm.Name, cm.Annotations, cm.Data):
+			p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s: its data or annotations were changed (they no longer match annotation %s)", cm.Name, DigestAnnotation))
+		}
+	}
+	checkDigest(index)
+	gen, err := strconv.ParseInt(index.Annotations[GenerationAnnotation], 10, 64)
+	if err != nil || gen < 0 {
+		p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s: annotation %s=%q is not a generation", index.Name, GenerationAnnotation, index.Annotations[GenerationAnnotation]))
+		gen = -1
+	}
+	p.Generation = max(gen, 0)
+	p.RebalancedAt, _ = time.Parse(time.RFC3339, index.Annotations[RebalancedAtAnnotation])
+	p.Handoff = index.Annotations[HandoffAnnotation]
+	n, err := shardsOf(index)
+	if err != nil {
+		p.Tampered = append(p.Tampered, err.Error())
+	}
+	sources := []*corev1.ConfigMap{index}
+	if n > 1 {
+		p.Shards = n
+		sources = sources[:0]
+		for k := range n {
+			name := ShardName(group, k)
+			shard := shards[name]
+			if shard == nil {
+				p.Tampered = append(p.Tampered, fmt.Sprintf("shard ConfigMap %s is missing", name))
+				continue
+			}
+			checkDigest(shard)
+			if shard.Annotations[GenerationAnnotation] != index.Annotations[GenerationAnnotation] {
+				p.Tampered = append(p.Tampered, fmt.Sprintf("shard ConfigMap %s has generation %q, the index %q",
+					name, shard.Annotations[GenerationAnnotation], index.Annotations[GenerationAnnotation]))
+			}
+			sources = append(sources, shard)
+		}
+	}
+	for k, src := range sources {
+		for _, pod := range slices.Sorted(maps.Keys(src.Data)) {
+			e, queues, err := DecodeEntry([]byte(src.Data[pod]))
+			switch {
+			case err != nil:
+				p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s, key %s: %v", src.Name, pod, err))
+				continue
+			case gen >= 0 && e.Generation != gen:
+				p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s, key %s: the entry has generation %d, the ConfigMap %d", src.Name, pod, e.Generation, gen))
+			case n > 1 && ShardOf(pod, n) != k:
+				p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s, key %s: the entry belongs in shard %d", src.Name, pod, ShardOf(pod, n)))
+			}
+			if gen < 0 {
+				p.Generation = max(p.Generation, e.Generation)
+			}
+			p.Entries[pod] = PublishedEntry{Entry: e, Queues: queues}
+		}
+	}
+	return p
+}
+
+// shardsOf reads the index's shard count: 1 when the annotation is absent.
+func shardsOf(index *corev1.ConfigMap) (int, error) {
+	v, ok := index.Annotations[ShardsAnnotation]
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxShards {
+		return 1, fmt.Errorf("ConfigMap %s: annotation %s=%q is not a shard count", index.Name, ShardsAnnotation, v)
+	}
+	return n, nil
+}
+
+// ShardFor names the shard ConfigMap a member pod watches for its entry: "" when the index holds the
+// entries, or when there is no index.
+func ShardFor(group string, index *corev1.ConfigMap, pod string) (string, error) {
+	if index == nil {
+		return "", nil
+	}
+	n, err := shardsOf(index)
+	if err != nil || n <= 1 {
+		return "", err
+	}
+	return ShardName(group, ShardOf(pod, n)), nil
+}
+
+// GroupUIDOf is the UID of the ConsumerGroup that controls an assignment ConfigMap; "" when none does.
+func GroupUIDOf(cm *corev1.ConfigMap) types.UID {
+	if cm == nil {
+		return ""
+	}
+	if ref := metav1.GetControllerOf(cm); ref != nil && ref.Kind == GroupKind && ref.APIVersion == GroupAPIVersion {
+		return ref.UID
+	}
+	return ""
+}
+
+// EntryView is what one member pod reads of its group's assignment.
+type EntryView struct {
+	// Exists is false while there is no assignment ConfigMap.
+	Exists bool
+	// ResourceVersion is the index's; it tells whether the view is current.
+	ResourceVersion string
+	// GroupUID is the ConsumerGroup's UID, from the index's controller; generations only compare within it.
+	GroupUID types.UID
+	// Generation is the generation published. The pod's Member, and its Queues, are those of its entry; a
+	// pod without an entry (no key, or an entry for another incarnation) has no queues.
+	Generation int64
+	Member     string
+	Queues     []Queue
+	// Err says why the pod's entry cannot be read; the pod then holds nothing.
+	Err error
+}
+
+// ViewEntry is the view of the pod incarnation (pod, podUID) of group given the index (nil when missing) and, when
+// the index names a shard (ShardFor), that shard: shardRead says whether it has been read, shard is nil
+// when it does not exist. ok is false while the shard is behind the index: the operator writes shards
+// before the index, so the shard's update is on its way and the view so far stays in force.
+func ViewEntry(group string, index, shard *corev1.ConfigMap, shardRead bool, pod string, podUID types.UID) (v EntryView, ok bool) {
+	if index == nil {
+		return EntryView{}, true
+	}
+	v = EntryView{Exists: true, ResourceVersion: index.ResourceVersion, GroupUID: GroupUIDOf(index)}
+	gen, err := strconv.ParseInt(index.Annotations[GenerationAnnotation], 10, 64)
+	if err != nil || gen < 0 {
+		v.Err = fmt.Errorf("the ConfigMap %s has annotation %s=%q, which is not a generation", index.Name, GenerationAnnotation, index.Annotations[GenerationAnnotation])
+		return v, true
+	}
+	v.Generation = gen
+	src := index
+	n, err := shardsOf(index)
+	switch {
+	case err != nil:
+		v.Err = err
+		return v, true
+	case n > 1 && !shardRead:
+		v.Err = fmt.Errorf("the entry of pod %s is in shard %s, which has not been read yet", pod, ShardName(group, ShardOf(pod, n)))
+		return v, true
+	case n > 1 && shard == nil:
+		v.Err = fmt.Errorf("the entry of pod %s should be in shard %s, which does not exist", pod, ShardName(group, ShardOf(pod, n)))
+		return v, true
+	case n > 1:
+		shardGen, err := strconv.ParseInt(shard.Annotations[GenerationAnnotation], 10, 64)
+		if err == nil && shardGen < gen {
+			return EntryView{}, false
+		}
+		src = shard
+	}
+	value, ok := src.Data[pod]
+	if !ok {
+		return v, true
+	}
+	e, queues, err := DecodeEntry([]byte(value))
+	switch {
+	case err != nil:
+		v.Err = fmt.Errorf("the ConfigMap %s, key %s: %w", src.Name, pod, err)
+	case e.Generation != gen:
+		v.Err = fmt.Errorf("the ConfigMap %s, key %s: the entry has generation %d, the assignment %d", src.Name, pod, e.Generation, gen)
+	case e.PodUID != "" && types.UID(e.PodUID) != podUID:
+		// The entry is for an earlier (or later) pod of the same name: this one has none.
+	default:
+		v.Member, v.Queues = e.Member, queues
+	}
+	return v, true
+}

@@ -1,0 +1,162 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+func TestGroupAPIMatchesTheTypes(t *testing.T) {
+	if GroupAPIVersion != v1alpha1.GroupVersion.String() {
+		t.Errorf("GroupAPIVersion = %q, the API is %q", GroupAPIVersion, v1alpha1.GroupVersion)
+	}
+}
+
+func TestLeaseName(t *testing.T) {
+	if got := LeaseName("orders", "consumer-0"); got != "orders.consumer-0" {
+		t.Errorf("LeaseName(orders, consumer-0) = %q, want orders.consumer-0", got)
+	}
+	long := strings.Repeat("g", 200)
+	// Cuts that would end in '.' or '-' must be trimmed to keep a valid name.
+	pods := []string{
+		strings.Repeat("p", 100) + "-a",
+		strings.Repeat("p", 100) + "-b",
+		strings.Repeat("p", 42) + "." + strings.Repeat("q", 60),
+		strings.Repeat("p", 41) + "-." + strings.Repeat("q", 60),
+		strings.Repeat("p", 52),
+	}
+	seen := map[string]string{}
+	for _, pod := range pods {
+		name := LeaseName(long, pod)
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			t.Errorf("LeaseName(%d chars, %q) = %q is not a valid name: %v", len(long), pod, name, msgs)
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("pods %q and %q share Lease name %q", other, pod, name)
+		}
+		seen[name] = pod
+	}
+}
+
+// memberLease is a member's Lease as a member writes it, for group orders.
+func memberLease(now time.Time, claim []Queue) *coordinationv1.Lease {
+	m := MemberLease{Group: "orders", GroupUID: "group-uid", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0",
+		Duration: 15 * time.Second, Acked: 12, Claim: claim}
+	return m.Object("shop", now, nil)
+}
+
+func TestReadLeaseReadsWhatAMemberWrites(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	claim := []Queue{q("orders", "a", 1), q("orders", "a", 2)}
+	lease := memberLease(now, claim)
+	if lease.Name != "orders.consumer-0" || lease.Labels[GroupLabel] != "orders" || len(lease.OwnerReferences) != 2 {
+		t.Fatalf("Object = %+v", lease.ObjectMeta)
+	}
+	s := ReadLease(lease)
+	if s.Member != "m-0" || s.Pod != "consumer-0" || s.PodUID != "pod-uid" || s.AckedGeneration != 12 ||
+		!s.RenewTime.Equal(now) || s.Duration != 15*time.Second || !s.HasClaim || s.ClaimErr != nil || len(s.Claim) != 2 {
+		t.Fatalf("ReadLease = %+v", s)
+	}
+	const skew = 2 * time.Second
+	if !s.Stands(now.Add(16*time.Second), skew) {
+		t.Error("a claim renewed 16 s ago, duration 15 s, skew 2 s, no longer stands")
+	}
+	if s.Stands(now.Add(17*time.Second), skew) {
+		t.Error("a claim renewed 17 s ago, duration 15 s, skew 2 s, still stands")
+	}
+	if s.Released() {
+		t.Error("a claim of two queues reads as released")
+	}
+	if !ReadLease(memberLease(now, nil)).Released() {
+		t.Error("an empty claim does not read as released")
+	}
+}
+
+func TestReadLeaseTakesTheSafeSide(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		edit  func(*coordinationv1.Lease)
+		check func(LeaseState) string
+	}{
+		{"protocol-1 Lease: no claim", func(l *coordinationv1.Lease) { delete(l.Annotations, ClaimAnnotation) }, func(s LeaseState) string {
+			if s.HasClaim || s.PodUID != "pod-uid" || s.AckedGeneration != 12 {
+				return "want no claim, the owner's pod UID and the acked generation"
+			}
+			return ""
+		}},
+		{"junk claim", func(l *coordinationv1.Lease) { l.Annotations[ClaimAnnotation] = "{junk" }, func(s LeaseState) string {
+			if !s.HasClaim || s.ClaimErr == nil || s.Released() {
+				return "want an unreadable claim, never released"
+			}
+			return ""
+		}},
+		{"claim of another incarnation", func(l *coordinationv1.Lease) { l.OwnerReferences[0].UID = "other" }, func(s LeaseState) string {
+			if s.ClaimErr == nil {
+				return "want an unreadable claim"
+			}
+			return ""
+		}},
+		{"acked raised by hand", func(l *coordinationv1.Lease) { l.Annotations[AckedGenerationAnnotation] = "99" }, func(s LeaseState) string {
+			if s.AckedGeneration != 12 {
+				return "want the lower of the two records, 12"
+			}
+			return ""
+		}},
+		{"renewTime and duration removed", func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = nil, nil
+		}, func(s LeaseState) string {
+			if !s.RenewTime.Equal(now) || s.Duration != DefaultLeaseDuration {
+				return "want the acquire time and the default duration"
+			}
+			return ""
+		}},
+		{"duration of a year", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](365 * 24 * 3600) }, func(s LeaseState) string {
+			if s.Duration != MaxLeaseDuration {
+				return "want the duration capped"
+			}
+			return ""
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			lease := memberLease(now, []Queue{q("orders", "a", 1)})
+			tc.edit(lease)
+			if msg := tc.check(ReadLease(lease)); msg != "" {
+				t.Fatalf("%s; got %+v", msg, ReadLease(lease))
+			}
+		})
+	}
+}
+
+func TestPatchCarriesTheWholeLeaseButRenewsOnlyWhenAsked(t *testing.T) {
+	m := MemberLease{Group: "orders", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0", Duration: 60 * time.Second, Acked: 3,
+		Claim: []Queue{q("orders", "a", 1)}}
+	var ack, renewal struct {
+		Metadata metav1.ObjectMeta        `json:"metadata"`
+		Spec     coordinationv1.LeaseSpec `json:"spec"`
+	}
+	if err := json.Unmarshal(m.Patch(nil), &ack); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := json.Unmarshal(m.Patch(&now), &renewal); err != nil {
+		t.Fatal(err)
+	}
+	if ack.Spec.RenewTime != nil || renewal.Spec.RenewTime == nil {
+		t.Errorf("renewTime in the acknowledgement %v, in the renewal %v", ack.Spec.RenewTime, renewal.Spec.RenewTime)
+	}
+	for _, p := range []metav1.ObjectMeta{ack.Metadata, renewal.Metadata} {
+		if p.Annotations[AckedGenerationAnnotation] != "3" || p.Annotations[ClaimAnnotation] == "" || len(p.OwnerReferences) != 1 || p.Labels[GroupLabel] != "orders" {
+			t.Errorf("patch metadata = %+v", p)
+		}
+	}
+}
