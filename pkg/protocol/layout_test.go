@@ -106,8 +106,12 @@ func TestReadPublishedFindsEveryEdit(t *testing.T) {
 		{"key added", false, func(cms map[string]*corev1.ConfigMap) {
 			cms["orders-assignment"].Data["c"] = entries(4, map[string][]int32{"c": {9}})["c"]
 		}, "no longer match"},
-		{"junk handoff", false, func(cms map[string]*corev1.ConfigMap) { cms["orders-assignment"].Annotations[HandoffAnnotation] = "junk" }, "no longer match"},
-		{"generation junk", false, func(cms map[string]*corev1.ConfigMap) { cms["orders-assignment"].Annotations[GenerationAnnotation] = "x" }, "not a generation"},
+		{"junk handoff", false, func(cms map[string]*corev1.ConfigMap) {
+			cms["orders-assignment"].Annotations[HandoffAnnotation] = "junk"
+		}, "no longer match"},
+		{"generation junk", false, func(cms map[string]*corev1.ConfigMap) {
+			cms["orders-assignment"].Annotations[GenerationAnnotation] = "x"
+		}, "not a generation"},
 		{"digest removed", false, func(cms map[string]*corev1.ConfigMap) { delete(cms["orders-assignment"].Annotations, DigestAnnotation) }, "was removed"},
 		{"shard removed", true, func(cms map[string]*corev1.ConfigMap) { delete(cms, "orders-assignment-0") }, "is missing"},
 		{"shard behind", true, func(cms map[string]*corev1.ConfigMap) {
