@@ -39,16 +39,7 @@ func queuesFor(spec *v1alpha1.ConsumerGroupSpec) ([]allocate.Queue, map[string]s
 
 // strategyFor builds the strategy the spec chooses, with its parameters.
 func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
-	p := strategyParams(s)
-	name := allocate.Name(s.Type)
-	var strategy allocate.Strategy
-	var err error
-	if name == allocate.ConsistentHash {
-		// The cache variant gives the same plans and, kept between passes, re-plans without re-hashing.
-		strategy, err = allocate.NewConsistentHashCache(p)
-	} else {
-		strategy, err = allocate.New(name, p)
-	}
+	strategy, err := allocate.New(allocate.Name(s.Type), strategyParams(s))
 	if err != nil {
 		return nil, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy: %v", err)}
 	}

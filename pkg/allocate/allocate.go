@@ -52,6 +52,11 @@ type Input struct {
 }
 
 // Strategy computes a plan for a whole group.
+//
+// A strategy value may keep reusable work between calls (ConsistentHash the ring positions of the queues
+// and members it last saw, Sticky its working arrays), so a caller keeps one per group and re-plans with
+// it. It holds nothing a plan depends on: a freshly built strategy returns the same plan for the same
+// input, only perhaps more slowly. Every strategy New returns is safe for concurrent use.
 type Strategy interface {
 	// Allocate returns the plan for every member of in. An empty queue list or an empty member list is a
 	// normal state: every member gets nothing and the error is nil.

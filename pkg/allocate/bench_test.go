@@ -80,9 +80,9 @@ func BenchmarkAllocate(b *testing.B) {
 }
 
 // BenchmarkReplan measures a re-plan after one member joins, with what the strategy may reuse from the
-// previous plan, as the operator keeps a group's strategy between passes: ConsistentHash's cache of
-// queue and ring hashes (rebuilt, untimed, before every iteration), and for Sticky the previous plan as
-// input and its working arrays.
+// previous plan, as the operator keeps a group's strategy between passes: ConsistentHash's queue and ring
+// hashes (a new strategy plans the group, untimed, before every iteration), and for Sticky the previous
+// plan as input and its working arrays.
 func BenchmarkReplan(b *testing.B) {
 	const queues, members = 65536, 2048
 	in := benchInput(queues, members)
@@ -110,7 +110,7 @@ func BenchmarkReplan(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			b.StopTimer()
-			c, err := NewConsistentHashCache(Params{})
+			c, err := New(ConsistentHash, Params{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -268,9 +268,6 @@ func TestParameterErrors(t *testing.T) {
 	if _, err := New("Nope", Params{}); err == nil {
 		t.Error("New of an unknown strategy succeeded")
 	}
-	if _, err := NewConsistentHashCache(Params{VirtualNodes: vnodes(-2)}); err == nil || !strings.Contains(err.Error(), "virtualNodes") {
-		t.Errorf("NewConsistentHashCache error = %v, want a virtualNodes error", err)
-	}
 }
 
 func TestMachineRoomNearbyMissingRooms(t *testing.T) {
@@ -352,15 +349,13 @@ func TestByMachineRoomSplitSemantics(t *testing.T) {
 	}
 }
 
-func TestConsistentHashCacheMatchesCold(t *testing.T) {
+// TestConsistentHashReplanMatchesCold checks that the ConsistentHash New returns, which remembers hashes
+// between calls, gives the plan a freshly built one gives, through a sequence of changes.
+func TestConsistentHashReplanMatchesCold(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 42))
 	for _, v := range []int32{0, 1, 10} {
 		p := Params{VirtualNodes: vnodes(v)}
-		cold := mustNew(t, ConsistentHash, p)
-		cache, err := NewConsistentHashCache(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		kept := mustNew(t, ConsistentHash, p)
 		in := benchInput(8192, 64)
 		// A sequence of changes: members join and leave, queues appear and vanish, input order changes.
 		for step := range 12 {
@@ -373,8 +368,8 @@ func TestConsistentHashCacheMatchesCold(t *testing.T) {
 				in.Queues = append(slices.Clone(in.Queues[100:]), Queue{Topic: "New", Broker: "broker-z", ID: int32(step)})
 			}
 			in = shuffled(in, rng)
-			want, _ := cold.Allocate(in)
-			got, err := cache.Allocate(in)
+			want, _ := mustNew(t, ConsistentHash, p).Allocate(in)
+			got, err := kept.Allocate(in)
 			if err != nil {
 				t.Fatal(err)
 			}
