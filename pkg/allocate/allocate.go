@@ -109,7 +109,25 @@ type Constructor func(Params) (Strategy, error)
 // ErrUnknownStrategy is returned by New for a name the registry does not hold.
 var ErrUnknownStrategy = errors.New("unknown strategy")
 
-// New returns the named strategy built from p, or an error that names the offending parameter.
+// ParamError is a strategy parameter that New, or a strategy's Allocate, refuses.
+type ParamError struct {
+	// Field is the parameter's path relative to the strategy's parameters, e.g. `assignments["m"][2]`,
+	// `virtualNodes`, `inner`. A caller prefixes its own path, e.g. "spec.strategy.byConfig." + Field.
+	Field string
+	// Message says what is wrong with it, e.g. "must be >= 0, got -3".
+	Message string
+}
+
+// Error returns Field + ": " + Message.
+func (e *ParamError) Error() string { return e.Field + ": " + e.Message }
+
+// paramErrorf returns a *ParamError for field with a formatted message.
+func paramErrorf(field, format string, args ...any) *ParamError {
+	return &ParamError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// New returns the named strategy built from p. An error in p is a *ParamError naming the parameter; an
+// unknown name is ErrUnknownStrategy.
 func New(name Name, p Params) (Strategy, error) {
 	c, ok := registry[name]
 	if !ok {

@@ -22,7 +22,7 @@ type byConfig struct {
 func newByConfig(p Params) (Strategy, error) {
 	for id := range p.Assignments {
 		if id == "" {
-			return nil, fmt.Errorf(`assignments[""]: member id must not be empty`)
+			return nil, paramErrorf(`assignments[""]`, "member id must not be empty")
 		}
 	}
 	return byConfig{assignments: p.Assignments}, nil

@@ -17,7 +17,7 @@ func newByMachineRoom(p Params) (Strategy, error) {
 	for i, r := range p.MachineRooms {
 		if strings.Contains(r, "@") {
 			// A room with '@' can never equal the first part of a broker name split on '@'.
-			return nil, fmt.Errorf("machineRooms[%d]: %q contains '@', which separates room from broker", i, r)
+			return nil, paramErrorf(fmt.Sprintf("machineRooms[%d]", i), "%q contains '@', which separates room from broker", r)
 		}
 		rooms[r] = true
 	}

@@ -3,7 +3,6 @@ package allocate
 import (
 	"crypto/md5"
 	"encoding/binary"
-	"fmt"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -47,7 +46,7 @@ func virtualNodes(p Params) (int, error) {
 		return DefaultVirtualNodes, nil
 	}
 	if v := *p.VirtualNodes; v < 0 {
-		return 0, fmt.Errorf("virtualNodes: must be >= 0, got %d", v)
+		return 0, paramErrorf("virtualNodes", "must be >= 0, got %d", v)
 	}
 	return int(*p.VirtualNodes), nil
 }

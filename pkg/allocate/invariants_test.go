@@ -1,6 +1,7 @@
 package allocate
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -248,25 +249,34 @@ func TestEmptyInputsGiveEmptyPlans(t *testing.T) {
 
 func TestParameterErrors(t *testing.T) {
 	cases := []struct {
-		name Name
-		p    Params
-		want string
+		name           Name
+		p              Params
+		field, message string
 	}{
-		{ConsistentHash, Params{VirtualNodes: vnodes(-3)}, "virtualNodes: must be >= 0, got -3"},
-		{MachineRoomNearby, Params{Inner: "X"}, `inner: unknown strategy "X"`},
-		{MachineRoomNearby, Params{Inner: MachineRoomNearby}, "inner: MachineRoomNearby cannot wrap itself"},
-		{MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(-1)}}, "innerParams: virtualNodes: must be >= 0, got -1"},
-		{ByMachineRoom, Params{MachineRooms: []string{"ok", "a@b"}}, `machineRooms[1]: "a@b" contains '@'`},
-		{ByConfig, Params{Assignments: map[string][]Queue{"": nil}}, `assignments[""]: member id must not be empty`},
+		{ConsistentHash, Params{VirtualNodes: vnodes(-3)}, "virtualNodes", "must be >= 0, got -3"},
+		{MachineRoomNearby, Params{Inner: "X"}, "inner", `unknown strategy "X"`},
+		{MachineRoomNearby, Params{Inner: MachineRoomNearby}, "inner", "MachineRoomNearby cannot wrap itself"},
+		{MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(-1)}}, "innerParams.virtualNodes", "must be >= 0, got -1"},
+		{MachineRoomNearby, Params{Inner: Sticky, InnerParams: &Params{MaxSkew: -1}}, "innerParams.maxSkew", "must be 0 or more, got -1"},
+		{ByMachineRoom, Params{MachineRooms: []string{"ok", "a@b"}}, "machineRooms[1]", `"a@b" contains '@', which separates room from broker`},
+		{ByConfig, Params{Assignments: map[string][]Queue{"": nil}}, `assignments[""]`, "member id must not be empty"},
+		{Sticky, Params{MaxSkew: -2}, "maxSkew", "must be 0 or more, got -2"},
 	}
 	for _, c := range cases {
 		_, err := New(c.name, c.p)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%s, %+v) error = %v, want it to contain %q", c.name, c.p, err, c.want)
+		var pe *ParamError
+		if !errors.As(err, &pe) {
+			t.Errorf("New(%s, %+v) error = %v, want a *ParamError", c.name, c.p, err)
+			continue
+		}
+		if pe.Field != c.field || pe.Message != c.message || err.Error() != c.field+": "+c.message {
+			t.Errorf("New(%s, %+v) error = %#v (%q), want field %q, message %q", c.name, c.p, pe, err, c.field, c.message)
 		}
 	}
-	if _, err := New("Nope", Params{}); err == nil {
-		t.Error("New of an unknown strategy succeeded")
+	_, err := New("Nope", Params{})
+	var pe *ParamError
+	if !errors.Is(err, ErrUnknownStrategy) || errors.As(err, &pe) {
+		t.Errorf("New of an unknown strategy: error = %v, want ErrUnknownStrategy and no *ParamError", err)
 	}
 }
 

@@ -29,11 +29,11 @@ func newMachineRoomNearby(p Params) (Strategy, error) {
 		name = Averagely
 	}
 	if name == MachineRoomNearby {
-		return nil, errors.New("inner: MachineRoomNearby cannot wrap itself")
+		return nil, paramErrorf("inner", "MachineRoomNearby cannot wrap itself")
 	}
 	c, ok := innerConstructor(name)
 	if !ok {
-		return nil, fmt.Errorf("inner: unknown strategy %q", name)
+		return nil, paramErrorf("inner", "unknown strategy %q", name)
 	}
 	var ip Params
 	if p.InnerParams != nil {
@@ -41,7 +41,12 @@ func newMachineRoomNearby(p Params) (Strategy, error) {
 	}
 	inner, err := c(ip)
 	if err != nil {
-		return nil, fmt.Errorf("innerParams: %w", err)
+		// The inner parameter's path, relative to MachineRoomNearby's own.
+		var pe *ParamError
+		if errors.As(err, &pe) {
+			return nil, &ParamError{Field: "innerParams." + pe.Field, Message: pe.Message}
+		}
+		return nil, &ParamError{Field: "innerParams", Message: err.Error()}
 	}
 	return machineRoomNearby{inner: inner}, nil
 }

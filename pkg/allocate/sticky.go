@@ -49,7 +49,7 @@ func (s *stickyScratch) get(i, n int) []int32 {
 
 func newSticky(p Params) (Strategy, error) {
 	if p.MaxSkew < 0 {
-		return nil, fmt.Errorf("maxSkew must be 0 or more, got %d", p.MaxSkew)
+		return nil, paramErrorf("maxSkew", "must be 0 or more, got %d", p.MaxSkew)
 	}
 	return &sticky{maxSkew: int(p.MaxSkew)}, nil
 }
