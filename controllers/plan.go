@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -39,7 +40,12 @@ func queuesFor(spec *v1alpha1.ConsumerGroupSpec) ([]allocate.Queue, map[string]s
 
 // strategyFor builds the strategy the spec chooses, with its parameters.
 func strategyFor(s *v1alpha1.Strategy) (allocate.Strategy, *problem) {
-	strategy, err := allocate.New(allocate.Name(s.Type), strategyParams(s))
+	p := strategyParams(s)
+	// A strategy's plan is published only in Clustering, where a queue has one owner: ByConfig refuses a
+	// configuration that names a queue the spec does not list or lists a queue twice, whoever the members
+	// are right now.
+	p.Strict = true
+	strategy, err := allocate.New(allocate.Name(s.Type), p)
 	if err != nil {
 		return nil, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy: %v", err)}
 	}
@@ -106,18 +112,16 @@ func planFor(group *v1alpha1.ConsumerGroup, members []member, previous allocate.
 	if prob != nil {
 		return nil, 0, prob
 	}
-	if group.Spec.Strategy.Type == v1alpha1.ByConfig {
-		// RocketMQ hands out whatever is configured; the operator refuses a configuration that names a queue
-		// the spec does not list or lists a queue twice, whoever the members are right now.
-		if err := allocate.ValidateAssignments(strategyParams(&group.Spec.Strategy).Assignments, queues); err != nil {
-			return nil, 0, &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("spec.strategy.byConfig.%v", err)}
-		}
-	}
 	in := allocate.Input{Queues: queues, Members: make([]allocate.Member, len(members)), BrokerZones: zones, Previous: previous}
 	for i, m := range members {
 		in.Members[i] = m.Member
 	}
 	out, err := strategy.Allocate(in)
+	var pe *allocate.ParamError
+	if errors.As(err, &pe) {
+		// Only ByConfig's strict check (Params.Strict) refuses a parameter while allocating.
+		return nil, 0, &problem{ReasonInvalidStrategyParameters, "spec.strategy.byConfig." + pe.Error()}
+	}
 	if err != nil {
 		return nil, 0, &problem{ReasonAllocationFailed, fmt.Sprintf("strategy %s: %v", group.Spec.Strategy.Type, err)}
 	}

@@ -98,6 +98,13 @@ type Params struct {
 	// MaxSkew lets Sticky keep a queue in its broker's zone at the cost of balance: a member may hold up
 	// to MaxSkew queues more than its fair share. 0 means strict balance.
 	MaxSkew int32
+
+	// Strict asks for a plan the operator can publish: every queue handed out is one of Input.Queues and
+	// none goes to two members. Strategies that always satisfy this ignore it; ByConfig, which hands out
+	// its configuration verbatim as RocketMQ does, refuses a configuration that breaks it.
+	//
+	// MachineRoomNearby passes InnerParams, not this, to its inner strategy.
+	Strict bool
 }
 
 // HashFunc maps a key to a point on ConsistentHash's ring.

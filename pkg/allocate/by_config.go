@@ -9,14 +9,15 @@ import (
 // byConfig is RocketMQ's AllocateMessageQueueByConfig, per member: each member gets exactly the list
 // Params.Assignments holds for its id, in that order; members not listed get nothing.
 //
-// Allocate checks nothing, as RocketMQ does: a listed queue that does not exist, or a queue listed for two
-// members, is handed out as configured. Whether that is acceptable depends on the message model (in
+// By default Allocate checks nothing, as RocketMQ does: a listed queue that does not exist, or a queue listed
+// for two members, is handed out as configured. Whether that is acceptable depends on the message model (in
 // broadcasting every member reads every queue anyway) and on timing (a topic briefly reporting fewer queues
-// must not turn a running group's configuration into an error), so the decision is the caller's:
-// ValidateAssignments is the strict check the operator applies to a clustering group's spec before
-// allocating.
+// must not turn a running group's configuration into an error), so the decision is the caller's: with
+// Params.Strict, Allocate refuses the whole configuration, whoever the members are right now, if any
+// listed queue is not in Input.Queues or any queue is listed twice.
 type byConfig struct {
 	assignments map[string][]Queue
+	strict      bool
 }
 
 func newByConfig(p Params) (Strategy, error) {
@@ -25,10 +26,15 @@ func newByConfig(p Params) (Strategy, error) {
 			return nil, paramErrorf(`assignments[""]`, "member id must not be empty")
 		}
 	}
-	return byConfig{assignments: p.Assignments}, nil
+	return byConfig{assignments: p.Assignments, strict: p.Strict}, nil
 }
 
 func (s byConfig) Allocate(in Input) (Plan, error) {
+	if s.strict {
+		if err := validateAssignments(s.assignments, in.Queues); err != nil {
+			return nil, err
+		}
+	}
 	members := sortedMembers(in.Members)
 	plan := make(Plan, len(members))
 	for _, m := range members {
@@ -37,10 +43,10 @@ func (s byConfig) Allocate(in Input) (Plan, error) {
 	return plan, nil
 }
 
-// ValidateAssignments is ByConfig's strict check for a clustering group: every listed queue exists in
-// queues, and no queue is listed twice (for two members, or twice for one). Errors name the first offending
+// validateAssignments is ByConfig's strict check: every listed queue exists in queues, and no queue is
+// listed twice (for two members, or twice for one). The error is a *ParamError naming the first offending
 // entry, with members in UTF-16 order so the message is stable.
-func ValidateAssignments(assignments map[string][]Queue, queues []Queue) error {
+func validateAssignments(assignments map[string][]Queue, queues []Queue) error {
 	exists := make(map[Queue]bool, len(queues))
 	for _, q := range queues {
 		exists[q] = true
@@ -58,14 +64,19 @@ func ValidateAssignments(assignments map[string][]Queue, queues []Queue) error {
 	for _, id := range ids {
 		for i, q := range assignments[id] {
 			if !exists[q] {
-				return fmt.Errorf("assignments[%q][%d]: queue %s does not exist", id, i, q)
+				return paramErrorf(assignmentField(id, i), "queue %s does not exist", q)
 			}
 			if first, dup := seen[q]; dup {
-				return fmt.Errorf("assignments[%q][%d]: queue %s is already assigned at assignments[%q][%d]",
-					id, i, q, first.member, first.index)
+				return paramErrorf(assignmentField(id, i), "queue %s is already assigned at %s",
+					q, assignmentField(first.member, first.index))
 			}
 			seen[q] = entry{id, i}
 		}
 	}
 	return nil
+}
+
+// assignmentField is the path of member id's i-th configured queue.
+func assignmentField(id string, i int) string {
+	return fmt.Sprintf("assignments[%q][%d]", id, i)
 }

@@ -330,16 +330,59 @@ func TestByConfig(t *testing.T) {
 		t.Fatal("modifying the plan changed the strategy's configuration")
 	}
 
-	if err := ValidateAssignments(assignments, queues); err != nil {
-		t.Errorf("valid assignments rejected: %v", err)
+}
+
+// TestByConfigStrict checks that with Params.Strict ByConfig refuses a configuration that names a queue
+// not in the input or lists one twice, whoever the members are, and that without it the same
+// configuration is handed out verbatim, as RocketMQ does.
+func TestByConfigStrict(t *testing.T) {
+	q := func(b string, id int32) Queue { return Queue{"T", b, id} }
+	queues := []Queue{q("b", 0), q("b", 1), q("b", 2)}
+	members := []Member{{ID: "a"}, {ID: "b"}}
+	cases := []struct {
+		name           string
+		assignments    map[string][]Queue
+		members        []Member
+		field, message string // empty: accepted
+	}{
+		{"valid", map[string][]Queue{"a": {q("b", 2), q("b", 0)}, "ghost": {q("b", 1)}}, members, "", ""},
+		{"foreign queue", map[string][]Queue{"a": {q("b", 0), q("b", 1), q("B", 9)}}, members,
+			`assignments["a"][2]`, "queue T/B/9 does not exist"},
+		{"foreign queue of a non-member", map[string][]Queue{"a": {q("b", 0)}, "gone": {q("b", 9)}}, members,
+			`assignments["gone"][0]`, "queue T/b/9 does not exist"},
+		{"foreign queue with no members", map[string][]Queue{"a": {q("b", 9)}}, nil,
+			`assignments["a"][0]`, "queue T/b/9 does not exist"},
+		{"queue for two members", map[string][]Queue{"a": {q("b", 0)}, "b": {q("b", 1), q("b", 0)}}, members,
+			`assignments["b"][1]`, `queue T/b/0 is already assigned at assignments["a"][0]`},
+		{"queue twice for one member", map[string][]Queue{"b": {q("b", 1), q("b", 2), q("b", 1)}}, members,
+			`assignments["b"][2]`, `queue T/b/1 is already assigned at assignments["b"][0]`},
 	}
-	bad := map[string][]Queue{"m": {queues[0], queues[1], {"T", "B", 9}}}
-	if err := ValidateAssignments(bad, queues); err == nil || err.Error() != `assignments["m"][2]: queue T/B/9 does not exist` {
-		t.Errorf("foreign queue: error = %v", err)
-	}
-	dup := map[string][]Queue{"a": {queues[0]}, "b": {queues[1], queues[0]}}
-	if err := ValidateAssignments(dup, queues); err == nil || !strings.Contains(err.Error(), `assignments["b"][1]: queue T/b/0 is already assigned at assignments["a"][0]`) {
-		t.Errorf("duplicate queue: error = %v", err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Queues: queues, Members: c.members}
+			loose, err := mustNew(t, ByConfig, Params{Assignments: c.assignments}).Allocate(in)
+			if err != nil {
+				t.Fatalf("without Strict: %v", err)
+			}
+			for _, m := range c.members {
+				if !slices.Equal(loose[m.ID], c.assignments[m.ID]) {
+					t.Fatalf("without Strict %q got %v, configured %v", m.ID, loose[m.ID], c.assignments[m.ID])
+				}
+			}
+
+			plan, err := mustNew(t, ByConfig, Params{Assignments: c.assignments, Strict: true}).Allocate(in)
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("valid configuration refused: %v", err)
+				}
+				checkSamePlan(t, plan, loose)
+				return
+			}
+			var pe *ParamError
+			if !errors.As(err, &pe) || pe.Field != c.field || pe.Message != c.message {
+				t.Fatalf("error = %v, want a *ParamError %q: %q", err, c.field, c.message)
+			}
+		})
 	}
 }
 
