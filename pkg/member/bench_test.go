@@ -10,8 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // BenchmarkDelivery measures how long a new generation takes from the start of the ConfigMap write (as the
@@ -31,18 +30,18 @@ func BenchmarkDelivery(b *testing.B) {
 					// Rotating the queues changes every entry, as a rebalance of the whole group would.
 					first := int32((int64(i)*8 + gen) % 65536)
 					qs := queues(first, first+1, first+2, first+3, first+4, first+5, first+6, first+7)
-					value, err := assignment.Encode(fmt.Sprintf("consumer-%d", i), gen, qs)
-					if err != nil {
-						b.Fatal(err)
+					uid := ""
+					if i == 0 {
+						uid = string(m.pod.UID)
 					}
-					data[fmt.Sprintf("consumer-%d", i)] = string(value)
+					data[fmt.Sprintf("consumer-%d", i)] = string(protocol.NewEntry(fmt.Sprintf("consumer-%d", i), uid, gen, qs).Encode())
 				}
 				return data
 			}
 			cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{
-					Name:        member.AssignmentConfigMapName("orders"),
-					Annotations: map[string]string{member.GenerationAnnotation: "1"},
+					Name:        protocol.AssignmentName("orders"),
+					Annotations: map[string]string{protocol.GenerationAnnotation: "1"},
 				},
 				Data: entries(1),
 			}, metav1.CreateOptions{})
@@ -67,7 +66,7 @@ func BenchmarkDelivery(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				gen++
-				cm.Annotations[member.GenerationAnnotation] = fmt.Sprint(gen)
+				cm.Annotations[protocol.GenerationAnnotation] = fmt.Sprint(gen)
 				cm.Data = prepared[i]
 				start := time.Now()
 				if cm, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {

@@ -1,11 +1,14 @@
 // Package member is the pod side of a ConsumerGroup: it tells the application in a member pod which
-// queues to consume, and tells the operator which assignment the application has applied.
+// queues to consume, and tells the operator which assignment the application has applied and which
+// queues it may be reading.
 //
-// A Client watches the group's assignment ConfigMap through the API server (a mounted ConfigMap volume
-// lags by a minute or more), keeps the member's Lease alive, writes the generation the application
-// acknowledges into that Lease, and waits for the operator to take the pod's queues away when the pod is
-// shutting down. The protocol, the RBAC a pod needs and how clients in other languages follow it are in
-// docs/protocol.md.
+// A Client is two parts. Its assignment view watches the group's assignment ConfigMap through the API
+// server (a mounted ConfigMap volume lags by a minute or more) and checks that the watch keeps up. Its
+// Lease keeper holds the member's Lease: it renews it, and writes into it the generation the application
+// acknowledges and the member's claim, every queue the application may be reading. The Client delivers an
+// assignment only while the Lease is held and fresh, and waits, on shutdown, for the operator to take the
+// pod's queues away. The protocol (pkg/protocol), the RBAC a pod needs and how clients in other languages
+// follow it are in docs/protocol.md.
 //
 // Typical use:
 //
@@ -24,69 +27,74 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
+
+// Queue is one message queue: topic, broker name and queue id, as RocketMQ's MessageQueue.
+type Queue = protocol.Queue
 
 // ErrUnknownGeneration is returned by Ack for a generation the pod has not seen published.
 var ErrUnknownGeneration = errors.New("generation not published")
 
+// Assignment is what a member consumes: the queues one generation of the group's assignment lists for
+// it. Generation 0 means no assignment is in force and the member must consume nothing: none has been
+// published yet, the group is gone, or the member does not hold a fresh Lease.
+type Assignment struct {
+	// Generation is the assignment generation; it only grows while the group exists.
+	Generation int64
+	// Member is the member id the operator published the entry for.
+	Member string
+	// Queues are the member's queues, sorted by topic, broker and id.
+	Queues []Queue
+}
+
+func (a Assignment) equal(b Assignment) bool {
+	return a.Generation == b.Generation && a.Member == b.Member && slices.Equal(a.Queues, b.Queues)
+}
+
 // Client is one member pod's view of its group's assignment, and its voice to the operator.
 // Its methods are safe for concurrent use; Run must be running for anything to be delivered.
 type Client struct {
-	cs            kubernetes.Interface
-	cfg           Config
-	leaseName     string
-	configMapName string
-	renewEvery    time.Duration
+	cfg    Config
+	view   *assignmentView
+	keeper *leaseKeeper
 
 	running atomic.Bool
 	// updates holds the newest undelivered assignment: a slow reader skips to the latest.
 	updates chan Assignment
 	// autoAck wakes the loop that acknowledges delivered assignments when Config.AutoAck is set.
 	autoAck chan struct{}
-	// leaseKick makes the Lease loop write now rather than at its next tick.
-	leaseKick chan struct{}
-
-	// writeMu serialises writes to the Lease, so that the acknowledged generation it holds only grows
-	// (except for the reset described at ackedToWriteLocked).
-	writeMu sync.Mutex
+	// ackMu serialises acknowledgements.
+	ackMu sync.Mutex
 
 	mu sync.Mutex
-	// synced is set once the informer has listed the ConfigMap.
-	synced bool
-	pub    published
-	// leaseAdopted is set once this process has created the Lease or taken it over.
-	leaseAdopted bool
-	// freshUntil is when the last successful renewal stops covering the member: after it, the operator
-	// may count the member as gone, so it holds nothing.
-	freshUntil time.Time
-	renewedAt  time.Time
-	leaseErr   error
-	fenceTimer *time.Timer
-	acked      int64
-	inForce    Assignment
-	reason     string
-	// suspects maps a watched ConfigMap whose resourceVersion differed from the API server's at the
-	// last check to the resourceVersion this client had then.
-	suspects map[string]string
-	// runCtx is Run's context, for the shard informers started while it runs.
-	runCtx context.Context
-	// index is the assignment ConfigMap as last seen; nil when it does not exist.
-	index *corev1.ConfigMap
-	// shard is the shard ConfigMap holding the pod's entry, when the assignment is sharded.
-	shard          shardWatch
-	shardFactories []informers.SharedInformerFactory
-	// changed is closed and replaced whenever the view, the assignment in force or the ack changes.
+	// inForce is the assignment delivered last; reason says why it is empty, when it is.
+	inForce Assignment
+	reason  string
+	// group and highest are the group incarnation whose generations this client follows and the highest
+	// generation it delivered: it never goes back to a lower one, nor delivers other queues under the
+	// same one, so an old copy of the ConfigMap someone restores is not acted on.
+	group   types.UID
+	highest Assignment
+	// acked is the last generation the application acknowledged and ackedQueues its queues; written is
+	// the acknowledged generation the Lease holds.
+	acked       int64
+	ackedQueues []Queue
+	written     int64
+	// delivered are the assignments delivered since the last acknowledgement, by generation, so that an
+	// acknowledgement of any of them claims its queues.
+	delivered map[int64][]Queue
+	// changed is closed and replaced whenever the assignment in force or the acknowledgement changes.
 	changed chan struct{}
 }
 
@@ -96,30 +104,28 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("member configuration: %w", err)
 	}
-	return &Client{
-		cs:            cs,
-		cfg:           cfg,
-		leaseName:     LeaseName(cfg.Group, cfg.Pod),
-		configMapName: AssignmentConfigMapName(cfg.Group),
-		renewEvery:    cfg.LeaseDuration / 3,
-		updates:       make(chan Assignment, 1),
-		autoAck:       make(chan struct{}, 1),
-		leaseKick:     make(chan struct{}, 1),
-		changed:       make(chan struct{}),
-		suspects:      map[string]string{},
-		reason:        "the assignment has not been read yet",
-	}, nil
+	c := &Client{
+		cfg:       cfg,
+		updates:   make(chan Assignment, 1),
+		autoAck:   make(chan struct{}, 1),
+		changed:   make(chan struct{}),
+		delivered: map[int64][]Queue{},
+		reason:    "the assignment has not been read yet",
+	}
+	c.view = newAssignmentView(cs, cfg, c.evaluate)
+	c.keeper = newLeaseKeeper(cs, cfg, c.leaseState, c.leaseWritten, c.adopt, c.evaluate)
+	return c, nil
 }
 
 // Config is the client's configuration, with defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
 
 // LeaseName is the name of the member's Lease.
-func (c *Client) LeaseName() string { return c.leaseName }
+func (c *Client) LeaseName() string { return c.keeper.name }
 
 // Run watches the assignment and keeps the Lease until ctx ends, then returns nil. A Client runs once: a
-// second call returns an error at once. Failed API calls are logged and retried; while the Lease cannot be renewed,
-// the member holds no queues.
+// second call returns an error at once. Failed API calls are logged and retried; while the Lease cannot be
+// renewed, the member holds no queues.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("member client is already running")
@@ -127,131 +133,99 @@ func (c *Client) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("group", c.cfg.Group, "pod", c.cfg.Pod)
 	ctx = klog.NewContext(ctx, logger)
 
-	c.mu.Lock()
-	c.runCtx = ctx
-	c.mu.Unlock()
-	factory, informer, err := c.watchConfigMap(ctx, c.configMapName, c.setIndex)
-	if err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-
+	synced := make(chan struct{})
 	var wg sync.WaitGroup
+	var viewErr error
+	wg.Go(func() { viewErr = c.view.run(ctx, synced) })
 	wg.Go(func() {
-		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-			c.mu.Lock()
-			c.synced = true
-			c.evaluateLocked()
-			c.mu.Unlock()
-			logger.V(1).Info("Read assignment ConfigMap", "configMap", c.configMapName)
+		// The Lease names the group as its owner, which the assignment says: read it first.
+		select {
+		case <-synced:
+			logger.V(1).Info("Read assignment ConfigMap", "configMap", protocol.AssignmentName(c.cfg.Group))
+		case <-ctx.Done():
+			return
 		}
+		c.keeper.run(ctx, c.view.checkCurrent)
 	})
-	wg.Go(func() { c.leaseLoop(ctx) })
 	if c.cfg.AutoAck {
 		wg.Go(func() { c.autoAckLoop(ctx) })
 	}
-	<-ctx.Done()
-	factory.Shutdown()
 	wg.Wait()
-	c.mu.Lock()
-	if c.fenceTimer != nil {
-		c.fenceTimer.Stop()
-	}
-	shardFactories := c.shardFactories
-	c.mu.Unlock()
-	for _, f := range shardFactories {
-		f.Shutdown()
-	}
-	return nil
+	return viewErr
 }
 
-// watchConfigMap starts an informer on the one ConfigMap called name, calling set with each new state of
-// it (nil once deleted). The field selector on the name lets the pod's Role grant list and watch on it by
-// resourceNames.
-func (c *Client) watchConfigMap(ctx context.Context, name string, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
-		informers.WithNamespace(c.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}))
-	informer := factory.Core().V1().ConfigMaps().Informer()
-	onObject := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok {
-			set(cm)
+// leaseState is what the Lease must say now: the acknowledged generation, and a claim of every queue the
+// application may be reading, those it acknowledged and those delivered since.
+func (c *Client) leaseState() leaseState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return leaseState{acked: c.acked, claim: union(c.ackedQueues, c.inForce.Queues), groupUID: c.group}
+}
+
+func (c *Client) leaseWritten(st leaseState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.acked != c.written {
+		c.written = st.acked
+		c.notifyLocked()
+	}
+}
+
+// adopt takes over what an earlier process of this pod left in the Lease: the application (in another
+// container) may still read it.
+func (c *Client) adopt(acked int64, claim []Queue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acked == 0 {
+		c.acked, c.written = acked, acked
+	}
+	c.ackedQueues = union(c.ackedQueues, claim)
+}
+
+// evaluate recomputes the assignment in force and delivers it if it changed.
+func (c *Client) evaluate() {
+	synced, view := c.view.current()
+	fresh, leaseReason := c.keeper.status(c.cfg.Clock.Now())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if view.GroupUID != "" && view.GroupUID != c.group {
+		// A group created anew (or first seen): its generations start over, and no acknowledgement of the
+		// old one counts for it. The queues read so far stay claimed.
+		if c.group != "" {
+			c.acked, c.highest, c.delivered = 0, Assignment{}, map[int64][]Queue{}
+			c.keeper.requestWrite()
 		}
+		c.group = view.GroupUID
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onObject,
-		UpdateFunc: func(_, obj any) { onObject(obj) },
-		DeleteFunc: func(any) { set(nil) },
-	}); err != nil {
-		return nil, nil, fmt.Errorf("watching ConfigMap %s: %w", name, err)
-	}
-	factory.Start(ctx.Done())
-	return factory, informer, nil
-}
-
-// setIndex takes a new state of the assignment ConfigMap, and follows it to the shard that holds the
-// pod's entry when the assignment is sharded.
-func (c *Client) setIndex(cm *corev1.ConfigMap) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.index = cm
-	c.followShardLocked()
-	c.resolveLocked()
-}
-
-// setShard takes a new state of the shard ConfigMap called name.
-func (c *Client) setShard(name string, cm *corev1.ConfigMap) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shard.name != name {
-		return // an event from a shard no longer followed
-	}
-	c.shard.cm = cm
-	c.resolveLocked()
-}
-
-// resolveLocked recomputes the pod's published entry from the ConfigMaps seen, and what is in force.
-func (c *Client) resolveLocked() {
-	p, ok := resolve(c.index, c.shard, c.cfg.Pod)
-	if !ok {
-		return
-	}
-	c.pub = p
-	if p.exists && p.generation < c.acked {
-		// The group was deleted and created again: its generations start over, and the acknowledged
-		// generation in the Lease must not claim generations this application never saw.
-		c.kickLease()
-	}
-	c.evaluateLocked()
-}
-
-// evaluateLocked recomputes the assignment in force and delivers it if it changed.
-func (c *Client) evaluateLocked() {
 	var a Assignment
 	switch {
-	case !c.synced:
-		c.reason = fmt.Sprintf("ConfigMap %s has not been read yet", c.configMapName)
-	case !c.pub.exists:
-		c.reason = fmt.Sprintf("ConfigMap %s does not exist: the group has published no assignment", c.configMapName)
-	case c.pub.err != nil:
-		c.reason = c.pub.err.Error()
-	case !c.leaseAdopted:
-		c.reason = fmt.Sprintf("Lease %s has not been written yet", c.leaseName)
-	case !time.Now().Before(c.freshUntil):
-		c.reason = fmt.Sprintf("Lease %s has not been renewed for %v, so the operator may have handed the queues on", c.leaseName, c.cfg.LeaseDuration)
+	case !synced:
+		c.reason = fmt.Sprintf("ConfigMap %s has not been read yet", protocol.AssignmentName(c.cfg.Group))
+	case !view.Exists:
+		c.reason = fmt.Sprintf("ConfigMap %s does not exist: the group has published no assignment", protocol.AssignmentName(c.cfg.Group))
+	case view.Err != nil:
+		c.reason = view.Err.Error()
+	case !fresh:
+		c.reason = leaseReason
 	default:
-		c.reason = ""
-		a = Assignment{Generation: c.pub.generation, Member: c.pub.member, Queues: c.pub.queues}
+		a = Assignment{Generation: view.Generation, Member: view.Member, Queues: view.Queues}
 		if a.Member == "" {
 			a.Member = c.cfg.MemberID
 		}
+		if a.Generation < c.highest.Generation || a.Generation == c.highest.Generation && !a.equal(c.highest) {
+			// An older copy of the assignment, or one edited under the same generation: keep what is in force.
+			return
+		}
+		c.reason = ""
 	}
 	if a.equal(c.inForce) {
 		return
 	}
 	c.inForce = a
+	if a.Generation > 0 {
+		c.highest = a
+		c.delivered[a.Generation] = a.Queues
+	}
 	c.notifyLocked()
 	// One producer, under c.mu: after emptying the buffer the send cannot block.
 	select {
@@ -270,13 +244,6 @@ func (c *Client) evaluateLocked() {
 func (c *Client) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
-}
-
-func (c *Client) kickLease() {
-	select {
-	case c.leaseKick <- struct{}{}:
-	default:
-	}
 }
 
 // Current is the assignment in force now. Its Queues are shared: do not modify them.
@@ -309,10 +276,11 @@ func (c *Client) Next(ctx context.Context, after int64) (Assignment, error) {
 	}
 }
 
-// Ack records that the application has applied generation: it consumes exactly the queues that generation
-// lists for it. It writes the generation into the Lease, where the operator reads it. Acknowledging a
-// generation at or below the last acknowledged one does nothing; one that was never published is an error
-// wrapping ErrUnknownGeneration.
+// Ack records that the application has applied generation: it consumes exactly the queues that
+// generation lists for it. It writes the generation, and the claim that follows from it, into the Lease,
+// where the operator reads them. Acknowledging a generation at or below the last one written does
+// nothing; one that was never delivered is an error wrapping ErrUnknownGeneration. When the write fails,
+// the acknowledgement is still kept, and written with the next renewal.
 func (c *Client) Ack(ctx context.Context, generation int64) error {
 	if generation < 0 {
 		return fmt.Errorf("generation %d is negative", generation)
@@ -320,27 +288,37 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 	if generation == 0 {
 		return nil
 	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
 	c.mu.Lock()
-	newest, acked, adopted := c.pub.generation, c.acked, c.leaseAdopted
-	c.mu.Unlock()
-	if generation > newest {
-		return fmt.Errorf("%w: generation %d, but the newest generation this pod has seen is %d", ErrUnknownGeneration, generation, newest)
-	}
-	if generation <= acked && acked <= newest {
+	switch {
+	case generation > c.highest.Generation:
+		newest := c.highest.Generation
+		c.mu.Unlock()
+		return fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, newest)
+	case generation <= c.written:
+		c.mu.Unlock()
 		return nil
 	}
-	if !adopted {
-		return fmt.Errorf("the Lease %s has not been written yet; Run writes it when it starts", c.leaseName)
+	if generation > c.acked {
+		queues, known := c.delivered[generation]
+		if !known {
+			// An acknowledgement of a generation never delivered (the application skipped to it): claim
+			// what was claimed, which covers it.
+			queues = union(c.ackedQueues, c.inForce.Queues)
+		}
+		c.acked, c.ackedQueues = generation, queues
+		for g := range c.delivered {
+			if g <= generation {
+				delete(c.delivered, g)
+			}
+		}
+		c.notifyLocked()
 	}
-	if err := c.patchAcked(ctx, generation); err != nil {
-		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.leaseName, err)
-	}
-	c.mu.Lock()
-	c.acked = generation
-	c.notifyLocked()
 	c.mu.Unlock()
+	if err := c.keeper.writeNow(ctx); err != nil {
+		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.keeper.name, err)
+	}
 	return nil
 }
 
@@ -348,20 +326,20 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 func (c *Client) Acked() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.acked
+	return c.written
 }
 
 func (c *Client) autoAckLoop(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	retry := time.NewTimer(0)
-	<-retry.C
+	retry := c.cfg.Clock.NewTimer(time.Hour)
+	retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			retry.Stop()
 			return
 		case <-c.autoAck:
-		case <-retry.C:
+		case <-retry.C():
 		}
 		a := c.Current()
 		if a.Generation == 0 {
@@ -369,7 +347,7 @@ func (c *Client) autoAckLoop(ctx context.Context) {
 		}
 		if err := c.Ack(ctx, a.Generation); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Failed to acknowledge assignment; retrying", "generation", a.Generation)
-			retry.Reset(c.renewEvery)
+			retry.Reset(c.keeper.renewEvery)
 		}
 	}
 }
@@ -382,40 +360,41 @@ func (c *Client) autoAckLoop(ctx context.Context) {
 func (c *Client) Drain(ctx context.Context) error {
 	var releasedGen int64
 	var releasedAt time.Time
-	var ackErr error
 	for {
+		synced, view := c.view.current()
 		c.mu.Lock()
-		synced, pub, acked, changed := c.synced, c.pub, c.acked, c.changed
+		written, changed := c.written, c.changed
 		c.mu.Unlock()
 
 		var wait <-chan time.Time
-		var timer *time.Timer
+		var timer clock.Timer
 		var waitingFor string
 		switch {
 		case !synced:
-			waitingFor = fmt.Sprintf("ConfigMap %s has not been read yet", c.configMapName)
-		case pub.err != nil:
-			waitingFor = fmt.Sprintf("the pod's entry cannot be read: %v", pub.err)
-		case len(pub.queues) > 0:
-			waitingFor = fmt.Sprintf("generation %d still gives this pod %d queues", pub.generation, len(pub.queues))
-		case !pub.exists || pub.generation == 0 || acked == pub.generation:
-			// acked above the generation is a floor left from an earlier incarnation of the group, not an ack.
+			waitingFor = fmt.Sprintf("ConfigMap %s has not been read yet", protocol.AssignmentName(c.cfg.Group))
+		case view.Err != nil:
+			waitingFor = fmt.Sprintf("the pod's entry cannot be read: %v", view.Err)
+		case len(view.Queues) > 0:
+			waitingFor = fmt.Sprintf("generation %d still gives this pod %d queues", view.Generation, len(view.Queues))
+		case !view.Exists || view.Generation == 0 || written == view.Generation:
 			return nil
 		default:
-			if releasedGen != pub.generation {
-				releasedGen, releasedAt = pub.generation, time.Now()
+			now := c.cfg.Clock.Now()
+			if releasedGen != view.Generation {
+				releasedGen, releasedAt = view.Generation, now
 			}
-			waitingFor = fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", pub.generation)
-			remaining := c.cfg.DrainAckTimeout - time.Since(releasedAt)
+			waitingFor = fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", view.Generation)
+			remaining := c.cfg.DrainAckTimeout - now.Sub(releasedAt)
 			if c.cfg.AutoAck || remaining <= 0 {
-				if ackErr = c.Ack(ctx, pub.generation); ackErr == nil {
+				err := c.Ack(ctx, view.Generation)
+				if err == nil {
 					continue
 				}
-				waitingFor += ": " + ackErr.Error()
-				remaining = c.renewEvery / 4
+				waitingFor += ": " + err.Error()
+				remaining = c.keeper.renewEvery / 4
 			}
-			timer = time.NewTimer(remaining)
-			wait = timer.C
+			timer = c.cfg.Clock.NewTimer(remaining)
+			wait = timer.C()
 		}
 		select {
 		case <-changed:
@@ -433,12 +412,14 @@ func (c *Client) Drain(ctx context.Context) error {
 type Status struct {
 	// Synced is set once the assignment ConfigMap has been read.
 	Synced bool
-	// PublishedGeneration is the newest generation seen in the ConfigMap.
+	// PublishedGeneration is the generation the assignment ConfigMap publishes now.
 	PublishedGeneration int64
 	// AckedGeneration is the last generation acknowledged in the Lease.
 	AckedGeneration int64
 	// InForce is the assignment in force.
 	InForce Assignment
+	// Claimed is how many queues the Lease claims: those acknowledged and those in force.
+	Claimed int
 	// Reason says why no assignment is in force; "" when one is.
 	Reason string
 	// LeaseRenewedAt is when the Lease was last renewed; zero when never.
@@ -449,15 +430,38 @@ type Status struct {
 
 // Status returns a snapshot of the client's state.
 func (c *Client) Status() Status {
+	synced, view := c.view.current()
+	renewedAt, leaseErr := c.keeper.renewal()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Status{
-		Synced:              c.synced,
-		PublishedGeneration: c.pub.generation,
-		AckedGeneration:     c.acked,
+		Synced:              synced,
+		PublishedGeneration: view.Generation,
+		AckedGeneration:     c.written,
 		InForce:             c.inForce,
+		Claimed:             len(union(c.ackedQueues, c.inForce.Queues)),
 		Reason:              c.reason,
-		LeaseRenewedAt:      c.renewedAt,
-		LeaseError:          c.leaseErr,
+		LeaseRenewedAt:      renewedAt,
+		LeaseError:          leaseErr,
 	}
+}
+
+// union is the sorted union of two sorted lists of queues.
+func union(a, b []Queue) []Queue {
+	out := make([]Queue, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && protocol.CompareQueues(a[i], b[j]) < 0:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || protocol.CompareQueues(a[i], b[j]) > 0:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
 }

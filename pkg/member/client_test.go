@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 func TestDeliversEachNewGeneration(t *testing.T) {
@@ -69,34 +67,37 @@ func TestMissingEntryMeansNoQueues(t *testing.T) {
 	eventually(t, 10*time.Second, inForce(m.client, 5, nil))
 
 	// Without the ConfigMap there is no assignment at all: generation 0, hold nothing.
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), member.AssignmentConfigMapName("orders"), metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), protocol.AssignmentName("orders"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, inForce(m.client, 0, nil))
 }
 
-func TestLeaseNamesPodAsOwnerAndIsRenewed(t *testing.T) {
+func TestLeaseNamesPodAndGroupAsOwnersAndIsRenewed(t *testing.T) {
 	ns := newNamespace(t)
 	m := startMember(t, ns, func(c *member.Config) { c.MemberID = "10.0.0.7@consumer-0" }, nil)
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-1": queues(0)})
 
 	var firstRenew time.Time
 	eventually(t, 10*time.Second, func() error {
-		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), member.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
+		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), protocol.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != m.pod.UID || lease.OwnerReferences[0].Kind != "Pod" {
-			return fmt.Errorf("owner references %+v, want the pod %s", lease.OwnerReferences, m.pod.UID)
+		// The pod and the group own it: it outlives the pod until the group goes.
+		if len(lease.OwnerReferences) != 2 || lease.OwnerReferences[0].UID != m.pod.UID || lease.OwnerReferences[0].Kind != "Pod" ||
+			lease.OwnerReferences[1].UID != groupUID || lease.OwnerReferences[1].Kind != protocol.GroupKind {
+			return fmt.Errorf("owner references %+v, want the pod %s and the group %s", lease.OwnerReferences, m.pod.UID, groupUID)
 		}
-		if lease.Labels[member.GroupLabel] != "orders" {
-			return fmt.Errorf("labels %v, want %s=orders", lease.Labels, member.GroupLabel)
+		if lease.Labels[protocol.GroupLabel] != "orders" {
+			return fmt.Errorf("labels %v, want %s=orders", lease.Labels, protocol.GroupLabel)
 		}
-		state := member.ReadLease(lease)
-		if state.Member != "10.0.0.7@consumer-0" || state.Duration != 3*time.Second || state.RenewTime.IsZero() {
-			return fmt.Errorf("lease state %+v, want holder 10.0.0.7@consumer-0, duration 3s and a renew time", state)
+		state := protocol.ReadLease(lease)
+		if state.Member != "10.0.0.7@consumer-0" || state.Duration != 3*time.Second || state.RenewTime.IsZero() || state.PodUID != m.pod.UID {
+			return fmt.Errorf("lease state %+v, want holder 10.0.0.7@consumer-0 of pod %s, duration 3s and a renew time", state, m.pod.UID)
 		}
-		if lease.Annotations[member.AckedGenerationAnnotation] != "0" {
-			return fmt.Errorf("acked generation %q, want \"0\"", lease.Annotations[member.AckedGenerationAnnotation])
+		if !state.Released() || state.AckedGeneration != 0 {
+			return fmt.Errorf("claim %v, acked %d; want nothing claimed or acknowledged", state.Claim, state.AckedGeneration)
 		}
 		firstRenew = state.RenewTime
 		return nil
@@ -106,7 +107,7 @@ func TestLeaseNamesPodAsOwnerAndIsRenewed(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if renew := member.ReadLease(lease).RenewTime; !renew.After(firstRenew) {
+		if renew := protocol.ReadLease(lease).RenewTime; !renew.After(firstRenew) {
 			return fmt.Errorf("renew time %v has not moved past %v", renew, firstRenew)
 		}
 		return nil
@@ -143,10 +144,10 @@ func TestAckWritesTheLeaseAndOnlyGrows(t *testing.T) {
 	}
 
 	// A group deleted and created again starts its generations over; the old ack is withdrawn.
-	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, member.AssignmentConfigMapName("orders"), metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, protocol.AssignmentName("orders"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(5)})
+	publishAs(t, ns, "group-uid-2", 1, 1, map[string][]member.Queue{"consumer-0": queues(5)})
 	eventually(t, 10*time.Second, ackedInLease(ns, m, 0))
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(5)))
 	if err := m.client.Ack(ctx, 1); err != nil {
@@ -330,48 +331,6 @@ func TestHoldsNothingWhileTheWatchIsStuck(t *testing.T) {
 	eventually(t, 20*time.Second, inForce(m.client, 2, nil))
 }
 
-// publishSharded writes the group's assignment as the operator does when it is too large for one
-// ConfigMap: the shards first, then the assignment ConfigMap naming how many there are.
-func publishSharded(t testing.TB, ns string, generation int64, shards int, entries map[string][]member.Queue) {
-	t.Helper()
-	ctx := context.Background()
-	parts := make([]map[string]string, shards)
-	for k := range parts {
-		parts[k] = map[string]string{}
-	}
-	for pod, qs := range entries {
-		value, err := assignment.Encode(pod, generation, qs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts[assignment.ShardOf(pod, shards)][pod] = string(value)
-	}
-	write := func(name string, annotations, data map[string]string) {
-		configMaps := cs.CoreV1().ConfigMaps(ns)
-		cm, err := configMaps.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			cm, err = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Annotations, cm.Data = annotations, data
-		if cm.ResourceVersion == "" {
-			_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
-		} else {
-			_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	gen := fmt.Sprint(generation)
-	for k, part := range parts {
-		write(assignment.ShardName(group, k), map[string]string{member.GenerationAnnotation: gen}, part)
-	}
-	write(member.AssignmentConfigMapName(group), map[string]string{member.GenerationAnnotation: gen, member.ShardsAnnotation: fmt.Sprint(shards)}, nil)
-}
-
 func TestFollowsTheShardOfAShardedAssignment(t *testing.T) {
 	ns := newNamespace(t)
 	m := startMember(t, ns, nil, nil)
@@ -387,12 +346,12 @@ func TestFollowsTheShardOfAShardedAssignment(t *testing.T) {
 
 	publish(t, ns, 1, with(queues(0)))
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
-	publishSharded(t, ns, 2, 4, with(queues(0, 1)))
+	publishAs(t, ns, groupUID, 2, 4, with(queues(0, 1)))
 	eventually(t, 10*time.Second, inForce(m.client, 2, queues(0, 1)))
-	publishSharded(t, ns, 3, 4, with(queues(2)))
+	publishAs(t, ns, groupUID, 3, 4, with(queues(2)))
 	eventually(t, 10*time.Second, inForce(m.client, 3, queues(2)))
 	// More shards: the pod's entry may move to another shard.
-	publishSharded(t, ns, 4, 16, with(queues(3)))
+	publishAs(t, ns, groupUID, 4, 16, with(queues(3)))
 	eventually(t, 10*time.Second, inForce(m.client, 4, queues(3)))
 	// Back to one ConfigMap.
 	publish(t, ns, 5, with(queues(4)))

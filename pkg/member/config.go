@@ -8,6 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Environment variables ConfigFromEnv reads. The pod sets the first three from the downward API.
@@ -19,6 +22,10 @@ const (
 	EnvMemberID      = "MEMBER_ID"
 )
 
+// DefaultDrainAckTimeout is how long Drain waits for the application to acknowledge the release of its
+// queues before acknowledging it itself.
+const DefaultDrainAckTimeout = 5 * time.Second
+
 // Config says which member of which group a Client speaks for.
 type Config struct {
 	// Namespace is the namespace of the pod and of its ConsumerGroup.
@@ -27,20 +34,25 @@ type Config struct {
 	Group string
 	// Pod is the pod's name: its key in the assignment ConfigMap.
 	Pod string
-	// PodUID is the pod's UID. The Lease names the pod as its owner so that it is deleted with the pod.
+	// PodUID is the pod's UID: entries and claims belong to one pod incarnation, not to a name.
 	PodUID types.UID
 	// MemberID is the member id written as the Lease's holder; the pod name when empty. It should be the
 	// id the group's spec.memberIdentity gives the pod.
 	MemberID string
-	// LeaseDuration is the Lease's duration, in whole seconds; DefaultLeaseDuration when zero. The member
-	// renews every third of it and holds no queues once it has not renewed for all of it.
+	// LeaseDuration is the Lease's duration, in whole seconds; protocol.DefaultLeaseDuration when zero.
+	// The member renews every third of it and holds no queues once it has not renewed for all of it.
 	LeaseDuration time.Duration
+	// MaxClockSkew is how far this pod's clock may differ from others'; protocol.DefaultMaxClockSkew when
+	// zero. A new pod under the name of one that may still run waits this much past the old pod's Lease.
+	MaxClockSkew time.Duration
 	// AutoAck acknowledges each assignment as soon as it is delivered, for applications that apply an
 	// assignment before they read the next one.
 	AutoAck bool
 	// DrainAckTimeout is how long Drain waits for the application to acknowledge the release of its
 	// queues before acknowledging it itself; DefaultDrainAckTimeout when zero.
 	DrainAckTimeout time.Duration
+	// Clock is the client's clock; the real one when nil. Tests set a fake one.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID
@@ -61,10 +73,16 @@ func (c Config) withDefaults() Config {
 		c.MemberID = c.Pod
 	}
 	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
+		c.LeaseDuration = protocol.DefaultLeaseDuration
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = protocol.DefaultMaxClockSkew
 	}
 	if c.DrainAckTimeout == 0 {
 		c.DrainAckTimeout = DefaultDrainAckTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return c
 }
@@ -88,8 +106,11 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("group %q is not a valid object name: %v", c.Group, msgs))
 		}
 	}
-	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("lease duration %v must be a whole number of seconds, at least 1s", c.LeaseDuration))
+	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 || c.LeaseDuration > protocol.MaxLeaseDuration {
+		errs = append(errs, fmt.Errorf("lease duration %v must be a whole number of seconds, from 1s to %v", c.LeaseDuration, protocol.MaxLeaseDuration))
+	}
+	if c.MaxClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("max clock skew %v must not be negative", c.MaxClockSkew))
 	}
 	if c.DrainAckTimeout < 0 {
 		errs = append(errs, fmt.Errorf("drain ack timeout %v must not be negative", c.DrainAckTimeout))

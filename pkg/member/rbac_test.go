@@ -109,14 +109,14 @@ func TestDocumentedRBACIsEnough(t *testing.T) {
 	}
 
 	// A sharded assignment: the documented Role covers the shards too.
-	publishSharded(t, ns, 2, 64, map[string][]member.Queue{podName: queues(0, 1, 2), "consumer-1": queues(3)})
+	publishAs(t, ns, groupUID, 2, 64, map[string][]member.Queue{podName: queues(0, 1, 2), "consumer-1": queues(3)})
 	eventually(t, 10*time.Second, inForce(m.client, 2, queues(0, 1, 2)))
 
 	drainCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- m.client.Drain(drainCtx) }()
-	publishSharded(t, ns, 3, 64, map[string][]member.Queue{"consumer-1": queues(0, 1, 2, 3)})
+	publishAs(t, ns, groupUID, 3, 64, map[string][]member.Queue{"consumer-1": queues(0, 1, 2, 3)})
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain with the documented RBAC: %v", err)
 	}

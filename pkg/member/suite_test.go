@@ -9,15 +9,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // The package shares one real API server across its tests; each test works in a namespace of its own.
@@ -116,37 +116,28 @@ func startMember(t testing.TB, ns string, tweak func(*member.Config), clientset 
 	return testMember{pod: pod, client: c, cfg: c.Config()}
 }
 
-// publish writes the assignment ConfigMap of group as the operator would: one key per pod, the generation
-// annotation, every entry at that generation.
+// groupUID is the UID the tests' group has; a test that deletes and creates the group again uses another.
+const groupUID = "group-uid-1"
+
+// publish writes the assignment of group as the operator would, with one entry per pod: an existing pod's
+// entry names its UID.
 func publish(t testing.TB, ns string, generation int64, entries map[string][]member.Queue) {
 	t.Helper()
-	data := map[string]string{}
-	for pod, queues := range entries {
-		value, err := assignment.Encode(pod, generation, queues)
-		if err != nil {
-			t.Fatalf("encoding entry: %v", err)
+	publishAs(t, ns, groupUID, generation, 1, entries)
+}
+
+// publishAs publishes for the group incarnation uid, over shards ConfigMaps when shards is above 1.
+func publishAs(t testing.TB, ns string, uid types.UID, generation int64, shards int, entries map[string][]member.Queue) {
+	t.Helper()
+	a := testenv.Assignment{Namespace: ns, Group: group, GroupUID: uid, Generation: generation, Shards: shards, Entries: map[string]testenv.PodQueues{}}
+	for pod, qs := range entries {
+		var podUID types.UID
+		if p, err := cs.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{}); err == nil {
+			podUID = p.UID
 		}
-		data[pod] = string(value)
+		a.Entries[pod] = testenv.PodQueues{UID: podUID, Queues: qs}
 	}
-	ctx := context.Background()
-	configMaps := cs.CoreV1().ConfigMaps(ns)
-	name := member.AssignmentConfigMapName(group)
-	cm, err := configMaps.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{member.GroupLabel: group}}}
-	} else if err != nil {
-		t.Fatalf("reading ConfigMap: %v", err)
-	}
-	cm.Annotations = map[string]string{member.GenerationAnnotation: fmt.Sprint(generation)}
-	cm.Data = data
-	if cm.ResourceVersion == "" {
-		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
-	} else {
-		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("writing ConfigMap: %v", err)
-	}
+	testenv.Publish(t, cs, a)
 }
 
 // queues builds queues of topic "orders" on broker-a with the given ids.
@@ -177,8 +168,8 @@ func ackedInLease(ns string, m testMember, want int64) func() error {
 		if err != nil {
 			return err
 		}
-		if got := lease.Annotations[member.AckedGenerationAnnotation]; got != fmt.Sprint(want) {
-			return fmt.Errorf("Lease annotation %s = %q, want %q", member.AckedGenerationAnnotation, got, fmt.Sprint(want))
+		if got := lease.Annotations[protocol.AckedGenerationAnnotation]; got != fmt.Sprint(want) {
+			return fmt.Errorf("Lease annotation %s = %q, want %q", protocol.AckedGenerationAnnotation, got, fmt.Sprint(want))
 		}
 		return nil
 	}

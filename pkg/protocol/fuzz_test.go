@@ -52,7 +52,8 @@ func FuzzDecodeClaim(f *testing.F) {
 
 func FuzzReadLease(f *testing.F) {
 	m := MemberLease{Group: "g", Pod: "p", PodUID: "u", Member: "m", Duration: time.Minute, Acked: 2, Claim: []Queue{q("t", "b", 1)}}
-	l := m.Object("ns", time.Unix(1e9, 0), nil)
+	t0 := time.Unix(1e9, 0)
+	l := m.Apply(nil, "ns", &t0, &t0)
 	f.Add(l.Annotations[AckedGenerationAnnotation], l.Annotations[ClaimAnnotation], int32(60), "u")
 	f.Add("x", "{", int32(-5), "")
 	f.Fuzz(func(t *testing.T, acked, claim string, seconds int32, ownerUID string) {
@@ -63,9 +64,8 @@ func FuzzReadLease(f *testing.F) {
 			},
 			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &seconds, RenewTime: &metav1.MicroTime{Time: time.Unix(1e9, 0)}},
 		}
-		lease.OwnerReferences[0].UID = "u"
 		if ownerUID != "" {
-			lease.OwnerReferences[0].UID = "u" + "x"
+			lease.OwnerReferences[0].UID = "other"
 		}
 		s := ReadLease(lease)
 		if s.Duration <= 0 || s.Duration > MaxLeaseDuration || s.AckedGeneration < 0 {

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -171,11 +170,11 @@ func (m MemberLease) annotations() map[string]string {
 	}
 }
 
-// Object is the whole Lease, in namespace, renewed and acquired at now: what a member creates, or writes
-// when it takes the Lease over from an earlier incarnation. existing, when not nil, is updated in place
-// (keeping its resourceVersion for an optimistic update) and returned.
-func (m MemberLease) Object(namespace string, now time.Time, existing *coordinationv1.Lease) *coordinationv1.Lease {
-	lease := existing
+// Apply writes m into lease (a new one when nil) and returns it: name, namespace, label, annotations,
+// owners, holder and duration, and the acquire and renew times that are not nil. A member writes its
+// Lease whole, from the object it last wrote or read, with an optimistic update: a write never clobbers a
+// Lease another incarnation has taken over meanwhile.
+func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
 	if lease == nil {
 		lease = &coordinationv1.Lease{}
 	}
@@ -193,31 +192,27 @@ func (m MemberLease) Object(namespace string, now time.Time, existing *coordinat
 	lease.OwnerReferences = m.ownerReferences()
 	lease.Spec.HolderIdentity = ptr.To(m.Member)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.Duration / time.Second))
-	lease.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now))
-	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+	if acquireAt != nil {
+		lease.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(*acquireAt))
+	}
+	if renewAt != nil {
+		lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(*renewAt))
+	}
 	return lease
 }
 
-// Patch is the JSON merge patch a member sends with a renewal (renewAt set) or an acknowledgement
-// (renewAt nil: an acknowledgement is not a renewal, which only a member whose view is current may send).
-func (m MemberLease) Patch(renewAt *time.Time) []byte {
-	spec := map[string]any{
-		"holderIdentity":       m.Member,
-		"leaseDurationSeconds": int32(m.Duration / time.Second),
+// HeldBy reports whether lease belongs to the pod incarnation podUID: its pod owner or its claim names it.
+// A member writes a Lease only while it holds it; another incarnation's Lease it may only take over.
+func HeldBy(lease *coordinationv1.Lease, podUID types.UID) bool {
+	for _, ref := range lease.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == podUID {
+			return true
+		}
 	}
-	if renewAt != nil {
-		spec["renewTime"] = metav1.NewMicroTime(*renewAt)
+	if raw, ok := lease.Annotations[ClaimAnnotation]; ok {
+		if c, _, err := DecodeClaim(raw); err == nil && types.UID(c.PodUID) == podUID {
+			return true
+		}
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"labels":          map[string]string{GroupLabel: m.Group},
-			"annotations":     m.annotations(),
-			"ownerReferences": m.ownerReferences(),
-		},
-		"spec": spec,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return patch
+	return false
 }

@@ -1,13 +1,11 @@
 package protocol
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -50,7 +48,7 @@ func TestLeaseName(t *testing.T) {
 func memberLease(now time.Time, claim []Queue) *coordinationv1.Lease {
 	m := MemberLease{Group: "orders", GroupUID: "group-uid", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0",
 		Duration: 15 * time.Second, Acked: 12, Claim: claim}
-	return m.Object("shop", now, nil)
+	return m.Apply(nil, "shop", &now, &now)
 }
 
 func TestReadLeaseReadsWhatAMemberWrites(t *testing.T) {
@@ -137,26 +135,26 @@ func TestReadLeaseTakesTheSafeSide(t *testing.T) {
 	}
 }
 
-func TestPatchCarriesTheWholeLeaseButRenewsOnlyWhenAsked(t *testing.T) {
+func TestApplyMovesOnlyTheTimesAsked(t *testing.T) {
 	m := MemberLease{Group: "orders", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0", Duration: 60 * time.Second, Acked: 3,
 		Claim: []Queue{q("orders", "a", 1)}}
-	var ack, renewal struct {
-		Metadata metav1.ObjectMeta        `json:"metadata"`
-		Spec     coordinationv1.LeaseSpec `json:"spec"`
+	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	lease := m.Apply(nil, "shop", &t0, &t0)
+	t1 := t0.Add(time.Minute)
+	m.Acked = 4
+	m.Apply(lease, "shop", nil, nil)
+	if !lease.Spec.RenewTime.Time.Equal(t0) || lease.Annotations[AckedGenerationAnnotation] != "4" {
+		t.Errorf("an acknowledgement moved renewTime to %v or did not write acked (%q)", lease.Spec.RenewTime, lease.Annotations[AckedGenerationAnnotation])
 	}
-	if err := json.Unmarshal(m.Patch(nil), &ack); err != nil {
-		t.Fatal(err)
+	m.Apply(lease, "shop", nil, &t1)
+	if !lease.Spec.RenewTime.Time.Equal(t1) || !lease.Spec.AcquireTime.Time.Equal(t0) {
+		t.Errorf("a renewal wrote renewTime %v, acquireTime %v", lease.Spec.RenewTime, lease.Spec.AcquireTime)
 	}
-	now := time.Now()
-	if err := json.Unmarshal(m.Patch(&now), &renewal); err != nil {
-		t.Fatal(err)
+	if !HeldBy(lease, "pod-uid") || HeldBy(lease, "other") {
+		t.Error("HeldBy does not tell the incarnations apart")
 	}
-	if ack.Spec.RenewTime != nil || renewal.Spec.RenewTime == nil {
-		t.Errorf("renewTime in the acknowledgement %v, in the renewal %v", ack.Spec.RenewTime, renewal.Spec.RenewTime)
-	}
-	for _, p := range []metav1.ObjectMeta{ack.Metadata, renewal.Metadata} {
-		if p.Annotations[AckedGenerationAnnotation] != "3" || p.Annotations[ClaimAnnotation] == "" || len(p.OwnerReferences) != 1 || p.Labels[GroupLabel] != "orders" {
-			t.Errorf("patch metadata = %+v", p)
-		}
+	lease.OwnerReferences = nil
+	if !HeldBy(lease, "pod-uid") {
+		t.Error("a Lease whose owners were edited away is not recognised by its claim")
 	}
 }

@@ -1,0 +1,305 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// fieldManager names this package in the Lease's managed fields.
+const fieldManager = "consumergroup-member"
+
+// leaseState is what the member's Lease says about it, as the client fills it in for each write.
+type leaseState struct {
+	acked    int64
+	claim    []Queue
+	groupUID types.UID
+}
+
+// leaseKeeper keeps the member's Lease: it takes the Lease (creates it, adopts the one this pod's earlier
+// process wrote, or takes over one an earlier pod of the same name left, once that pod's claim no longer
+// stands), renews it every third of its duration, and writes the member's acknowledgement and claim.
+type leaseKeeper struct {
+	cs         kubernetes.Interface
+	cfg        Config
+	name       string
+	renewEvery time.Duration
+	clock      clock.WithTickerAndDelayedExecution
+	// state returns what the Lease must say now, and wrote is told once a write of it succeeded; adopted
+	// hands the client what an earlier process of this pod left in the Lease; changed is called, with no
+	// lock held, when the Lease is held or lost, or freshness changes.
+	state   func() leaseState
+	wrote   func(leaseState)
+	adopted func(acked int64, claim []Queue)
+	changed func()
+	kick    chan struct{}
+
+	// writeMu serialises writes, so that what the Lease says only moves forward.
+	writeMu sync.Mutex
+	// last is the Lease as last written or read; nil while not held.
+	last *coordinationv1.Lease
+
+	mu sync.Mutex
+	// held is set while this process holds the Lease.
+	held bool
+	// waiting says why the Lease is not held yet.
+	waiting string
+	// freshUntil is when the last successful renewal stops covering the member: after it, the operator
+	// may count the member as gone, so it holds nothing.
+	freshUntil time.Time
+	renewedAt  time.Time
+	err        error
+	fence      clock.Timer
+}
+
+func newLeaseKeeper(cs kubernetes.Interface, cfg Config, state func() leaseState, wrote func(leaseState), adopted func(int64, []Queue), changed func()) *leaseKeeper {
+	return &leaseKeeper{
+		cs: cs, cfg: cfg, name: protocol.LeaseName(cfg.Group, cfg.Pod), renewEvery: protocol.RenewInterval(cfg.LeaseDuration),
+		clock: cfg.Clock, state: state, wrote: wrote, adopted: adopted, changed: changed, kick: make(chan struct{}, 1),
+		waiting: "the Lease has not been written yet",
+	}
+}
+
+// status is whether the Lease is held and fresh at now, and why not.
+func (k *leaseKeeper) status(now time.Time) (fresh bool, reason string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case !k.held:
+		return false, fmt.Sprintf("Lease %s: %s", k.name, k.waiting)
+	case !now.Before(k.freshUntil):
+		return false, fmt.Sprintf("Lease %s has not been renewed for %v, so the operator may have handed the queues on", k.name, k.cfg.LeaseDuration)
+	}
+	return true, ""
+}
+
+func (k *leaseKeeper) renewal() (time.Time, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.renewedAt, k.err
+}
+
+// requestWrite makes the loop write now rather than at its next tick.
+func (k *leaseKeeper) requestWrite() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run takes and renews the Lease until ctx ends. checkView fails while the member's view of the
+// assignment is behind the API server: the member then does not renew.
+func (k *leaseKeeper) run(ctx context.Context, checkView func(context.Context) error) {
+	logger := klog.FromContext(ctx)
+	timer := k.clock.NewTimer(0)
+	defer timer.Stop()
+	defer func() {
+		k.mu.Lock()
+		if k.fence != nil {
+			k.fence.Stop()
+		}
+		k.mu.Unlock()
+	}()
+	var failing bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		case <-k.kick:
+		}
+		next, err := k.renew(ctx, checkView)
+		if ctx.Err() != nil {
+			return
+		}
+		k.mu.Lock()
+		k.err = err
+		k.mu.Unlock()
+		switch {
+		case err != nil && !failing:
+			logger.Error(err, "Failed to renew Lease; the member holds no queues once the Lease has not been renewed for its duration",
+				"lease", k.name, "leaseDuration", k.cfg.LeaseDuration)
+		case err == nil && failing:
+			logger.Info("Renewed Lease again", "lease", k.name)
+		}
+		failing = err != nil
+		timer.Stop()
+		timer.Reset(next)
+	}
+}
+
+// renew takes the Lease if this process does not hold it, else renews it, and says when to try next.
+func (k *leaseKeeper) renew(ctx context.Context, checkView func(context.Context) error) (time.Duration, error) {
+	if err := checkView(ctx); err != nil {
+		return k.renewEvery, err
+	}
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	// The renewal covers the member from before the request was sent: the operator's view of renewTime
+	// can only be later than this process's.
+	sentAt := k.clock.Now()
+	if k.last == nil {
+		retryAt, err := k.acquire(ctx, sentAt)
+		if err != nil || !retryAt.IsZero() {
+			return min(k.renewEvery, max(retryAt.Sub(sentAt), 100*time.Millisecond)), err
+		}
+	} else if err := k.write(ctx, &sentAt); err != nil {
+		return k.renewEvery, err
+	}
+	k.mu.Lock()
+	k.renewedAt = sentAt
+	k.freshUntil = sentAt.Add(k.cfg.LeaseDuration)
+	if k.fence == nil {
+		k.fence = k.clock.AfterFunc(k.freshUntil.Sub(k.clock.Now()), k.changed)
+	} else {
+		k.fence.Reset(k.freshUntil.Sub(k.clock.Now()))
+	}
+	k.mu.Unlock()
+	k.changed()
+	return k.renewEvery, nil
+}
+
+// acquire creates the Lease, adopts this pod's own, or takes over an earlier pod's once its claim no
+// longer stands. It returns when to try again while an earlier pod's claim stands. k.writeMu is held.
+func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.Time, err error) {
+	leases := k.cs.CoordinationV1().Leases(k.cfg.Namespace)
+	existing, err := leases.Get(ctx, k.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		st := k.state()
+		created, err := leases.Create(ctx, k.lease(st, nil, &now, &now), metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("creating Lease %s: %w", k.name, err)
+		}
+		k.hold(created, st)
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("reading Lease %s: %w", k.name, err)
+	}
+
+	if protocol.HeldBy(existing, k.cfg.PodUID) {
+		// An earlier process of this pod (a restarted container) wrote it. The application may still read
+		// what it claimed (a sidecar restarts on its own), so the claim and the acknowledgement stay.
+		s := protocol.ReadLease(existing)
+		if s.ClaimErr == nil {
+			k.adopted(s.AckedGeneration, s.Claim)
+		}
+		st := k.state()
+		updated, err := leases.Update(ctx, k.lease(st, existing, nil, &now), metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("adopting Lease %s: %w", k.name, err)
+		}
+		k.hold(updated, st)
+		return time.Time{}, nil
+	}
+
+	// An earlier pod of the same name wrote it. Its process may still run, cut off from the API server:
+	// the Lease is this pod's only once that process has stopped by its own count, however the clocks
+	// differ, or once it released everything.
+	s := protocol.ReadLease(existing)
+	if !s.Released() && s.Stands(now, k.cfg.MaxClockSkew) {
+		k.mu.Lock()
+		k.waiting = fmt.Sprintf("it is held by pod UID %s, an earlier pod named %s, whose claim stands until %s",
+			s.PodUID, k.cfg.Pod, s.Expiry(k.cfg.MaxClockSkew).UTC().Format(time.RFC3339))
+		k.mu.Unlock()
+		return s.Expiry(k.cfg.MaxClockSkew), nil
+	}
+	st := k.state()
+	updated, err := leases.Update(ctx, k.lease(st, existing, &now, &now), metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("taking over Lease %s from pod UID %s: %w", k.name, s.PodUID, err)
+	}
+	k.hold(updated, st)
+	return time.Time{}, nil
+}
+
+// lease is the Lease saying st, written over base (nil for a new one).
+func (k *leaseKeeper) lease(st leaseState, base *coordinationv1.Lease, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
+	m := protocol.MemberLease{
+		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
+		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim,
+	}
+	if base != nil {
+		base = base.DeepCopy()
+	}
+	return m.Apply(base, k.cfg.Namespace, acquireAt, renewAt)
+}
+
+func (k *leaseKeeper) hold(lease *coordinationv1.Lease, st leaseState) {
+	k.last = lease
+	k.wrote(st)
+	k.mu.Lock()
+	k.held, k.waiting = true, ""
+	k.mu.Unlock()
+}
+
+// lose records that the Lease is no longer this process's: it holds nothing from now on.
+func (k *leaseKeeper) lose(why string) {
+	k.last = nil
+	k.mu.Lock()
+	k.held, k.waiting, k.freshUntil = false, why, time.Time{}
+	k.mu.Unlock()
+	k.changed()
+}
+
+// write updates the held Lease with what the member says now; renewAt moves renewTime (a renewal), nil
+// leaves it (an acknowledgement, which is not a sign that the member's view is current). An update that
+// conflicts re-reads the Lease: one this pod still holds is written again; one another pod took over is
+// lost. A deleted Lease is created again: the application still reads what the member claims.
+// k.writeMu is held.
+func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
+	leases := k.cs.CoordinationV1().Leases(k.cfg.Namespace)
+	for attempt := 0; ; attempt++ {
+		if k.last == nil {
+			return fmt.Errorf("Lease %s is not held", k.name)
+		}
+		st := k.state()
+		updated, err := leases.Update(ctx, k.lease(st, k.last, nil, renewAt), metav1.UpdateOptions{FieldManager: fieldManager})
+		var current *coordinationv1.Lease
+		if apierrors.IsConflict(err) && attempt < 3 {
+			// Someone else wrote the Lease, or deleted it (an update of a deleted object conflicts too).
+			current, err = leases.Get(ctx, k.name, metav1.GetOptions{})
+		}
+		switch {
+		case err == nil && current == nil:
+			k.last = updated
+			k.wrote(st)
+			return nil
+		case apierrors.IsNotFound(err):
+			now := k.clock.Now()
+			created, err := leases.Create(ctx, k.lease(st, nil, &now, renewAt), metav1.CreateOptions{FieldManager: fieldManager})
+			if err != nil {
+				return fmt.Errorf("creating Lease %s again: %w", k.name, err)
+			}
+			k.last = created
+			k.wrote(st)
+			return nil
+		case err == nil:
+			if !protocol.HeldBy(current, k.cfg.PodUID) {
+				k.lose(fmt.Sprintf("another pod named %s took it over", k.cfg.Pod))
+				return fmt.Errorf("Lease %s was taken over by another pod", k.name)
+			}
+			k.last = current
+		default:
+			return fmt.Errorf("writing Lease %s: %w", k.name, err)
+		}
+	}
+}
+
+// writeNow writes what the member says now without renewing: an acknowledgement.
+func (k *leaseKeeper) writeNow(ctx context.Context) error {
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	return k.write(ctx, nil)
+}

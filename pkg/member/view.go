@@ -1,0 +1,292 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// assignmentView watches the group's assignment ConfigMap through the API server (a mounted ConfigMap
+// volume lags by a minute or more) and, while the assignment is sharded, the one shard that holds the
+// pod's entry. It keeps the pod's protocol.EntryView, and checks on request that its watches keep up with
+// the API server.
+type assignmentView struct {
+	cs                    kubernetes.Interface
+	namespace, group, pod string
+	podUID                types.UID
+	indexName             string
+	// changed is called, with no lock held, after the view changed.
+	changed func()
+
+	mu sync.Mutex
+	// synced is set once the index's informer has listed it.
+	synced bool
+	// index is the assignment ConfigMap as last seen; nil when it does not exist.
+	index *corev1.ConfigMap
+	shard shardWatch
+	entry protocol.EntryView
+	// suspects maps a watched ConfigMap whose resourceVersion differed from the API server's at the last
+	// check to the resourceVersion this view had then.
+	suspects  map[string]string
+	runCtx    context.Context
+	factories []informers.SharedInformerFactory
+}
+
+// shardWatch is the shard ConfigMap that holds the pod's entry, and what its informer has seen.
+type shardWatch struct {
+	// name is the shard's name; "" when the assignment is not sharded.
+	name string
+	// cm is the shard as last seen; nil when it does not exist.
+	cm *corev1.ConfigMap
+	// read is set once the shard's informer has listed it.
+	read bool
+	stop context.CancelFunc
+}
+
+func newAssignmentView(cs kubernetes.Interface, cfg Config, changed func()) *assignmentView {
+	return &assignmentView{
+		cs: cs, namespace: cfg.Namespace, group: cfg.Group, pod: cfg.Pod, podUID: cfg.PodUID,
+		indexName: protocol.AssignmentName(cfg.Group), changed: changed, suspects: map[string]string{},
+	}
+}
+
+// run watches until ctx ends. synced is closed once the index has been read.
+func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error {
+	v.mu.Lock()
+	v.runCtx = ctx
+	v.mu.Unlock()
+	factory, informer, err := v.watch(ctx, v.indexName, v.setIndex)
+	if err != nil {
+		return err
+	}
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		v.mu.Lock()
+		v.synced = true
+		v.resolveLocked()
+		v.mu.Unlock()
+		close(synced)
+		v.changed()
+	}
+	<-ctx.Done()
+	factory.Shutdown()
+	v.mu.Lock()
+	factories := v.factories
+	v.mu.Unlock()
+	for _, f := range factories {
+		f.Shutdown()
+	}
+	return nil
+}
+
+// current is whether the index has been read, and the pod's view.
+func (v *assignmentView) current() (bool, protocol.EntryView) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.synced, v.entry
+}
+
+// watch starts an informer on the one ConfigMap called name, calling set with each new state of it (nil
+// once deleted). The field selector on the name lets the pod's Role grant list and watch on it by
+// resourceNames.
+func (v *assignmentView) watch(ctx context.Context, name string, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(v.cs, 0,
+		informers.WithNamespace(v.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	informer := factory.Core().V1().ConfigMaps().Informer()
+	onObject := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			set(cm)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onObject,
+		UpdateFunc: func(_, obj any) { onObject(obj) },
+		DeleteFunc: func(any) { set(nil) },
+	}); err != nil {
+		return nil, nil, fmt.Errorf("watching ConfigMap %s: %w", name, err)
+	}
+	factory.Start(ctx.Done())
+	return factory, informer, nil
+}
+
+// setIndex takes a new state of the assignment ConfigMap, and follows it to the shard that holds the
+// pod's entry when the assignment is sharded.
+func (v *assignmentView) setIndex(cm *corev1.ConfigMap) {
+	v.mu.Lock()
+	v.index = cm
+	v.followShardLocked()
+	changed := v.resolveLocked()
+	v.mu.Unlock()
+	if changed {
+		v.changed()
+	}
+}
+
+// setShard takes a new state of the shard ConfigMap called name.
+func (v *assignmentView) setShard(name string, cm *corev1.ConfigMap) {
+	v.mu.Lock()
+	if v.shard.name != name {
+		v.mu.Unlock()
+		return // an event from a shard no longer followed
+	}
+	v.shard.cm = cm
+	changed := v.resolveLocked()
+	v.mu.Unlock()
+	if changed {
+		v.changed()
+	}
+}
+
+// resolveLocked recomputes the pod's view from the ConfigMaps seen. It keeps the view so far while the
+// shard lags behind the index.
+func (v *assignmentView) resolveLocked() bool {
+	if !v.synced {
+		return false
+	}
+	entry, ok := protocol.ViewEntry(v.group, v.index, v.shard.cm, v.shard.read, v.pod, v.podUID)
+	if !ok {
+		return false
+	}
+	v.entry = entry
+	return true
+}
+
+// followShardLocked starts watching the shard that holds the pod's entry, when the assignment is sharded
+// and that shard is not already watched, and stops watching one no longer needed.
+func (v *assignmentView) followShardLocked() {
+	want, err := protocol.ShardFor(v.group, v.index, v.pod)
+	if err != nil || want == v.shard.name {
+		return
+	}
+	if v.shard.stop != nil {
+		v.shard.stop()
+	}
+	v.shard = shardWatch{name: want}
+	if want == "" || v.runCtx == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(v.runCtx)
+	v.shard.stop = cancel
+	factory, informer, err := v.watch(ctx, want, func(cm *corev1.ConfigMap) { v.setShard(want, cm) })
+	if err != nil {
+		// Only a stopped informer refuses a handler; this one was just made.
+		v.shard.cm, v.shard.read = nil, true
+		return
+	}
+	v.factories = append(v.factories, factory)
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			v.mu.Lock()
+			changed := false
+			if v.shard.name == want {
+				v.shard.read = true
+				changed = v.resolveLocked()
+			}
+			v.mu.Unlock()
+			if changed {
+				v.changed()
+			}
+		}
+	}()
+}
+
+// checkCurrent fails when the watch of an assignment ConfigMap (the index, and the pod's shard when the
+// assignment is sharded) has fallen behind the API server for a whole renewal period: a member that cannot
+// see revocations must stop renewing, so that it stops consuming and the operator can count it as gone.
+// One difference is normal (an update may be on its way); the same difference at the next check, with no
+// event from the watch in between, is not.
+func (v *assignmentView) checkCurrent(ctx context.Context) error {
+	v.mu.Lock()
+	if !v.synced {
+		v.mu.Unlock()
+		return nil
+	}
+	names := []string{v.indexName}
+	if v.shard.name != "" && v.shard.read {
+		names = append(names, v.shard.name)
+	}
+	v.mu.Unlock()
+
+	for _, name := range names {
+		serverRV, err := v.serverResourceVersion(ctx, name)
+		if err != nil {
+			return fmt.Errorf("reading ConfigMap %s: %w", name, err)
+		}
+		v.mu.Lock()
+		ours := ""
+		if name == v.indexName {
+			ours = resourceVersionOf(v.index)
+		} else if name == v.shard.name {
+			ours = resourceVersionOf(v.shard.cm)
+		}
+		suspect, wasSuspect := v.suspects[name]
+		switch {
+		case serverRV == ours:
+			delete(v.suspects, name)
+		case wasSuspect && suspect == ours:
+			v.mu.Unlock()
+			return fmt.Errorf("the watch of ConfigMap %s is behind the API server (resourceVersion %q there, %q here) for a whole renewal period",
+				name, serverRV, ours)
+		default:
+			v.suspects[name] = ours
+		}
+		v.mu.Unlock()
+	}
+	return nil
+}
+
+func resourceVersionOf(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return cm.ResourceVersion
+}
+
+// partialObjectMetadata asks the API server for an object's metadata only: the ConfigMap's data can be
+// most of a megabyte, and the check runs every renewal period in every member pod.
+const partialObjectMetadata = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// serverResourceVersion is the resourceVersion of the ConfigMap called name on the API server, "" when it
+// does not exist.
+func (v *assignmentView) serverResourceVersion(ctx context.Context, name string) (string, error) {
+	rc, ok := v.cs.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		// A clientset without a REST client (a fake one) answers with the whole object.
+		cm, err := v.cs.CoreV1().ConfigMaps(v.namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return cm.ResourceVersion, nil
+	}
+	body, err := rc.Get().Namespace(v.namespace).Resource("configmaps").Name(name).
+		SetHeader("Accept", partialObjectMetadata).Do(ctx).Raw()
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var meta metav1.PartialObjectMetadata
+	if err := json.Unmarshal(body, &meta); err != nil {
+		return "", fmt.Errorf("decoding metadata: %w", err)
+	}
+	return meta.ResourceVersion, nil
+}
