@@ -1,6 +1,7 @@
 package allocate
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -62,7 +63,8 @@ func FuzzAllocate(f *testing.F) {
 
 		strategies := []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig}
 		sname := strategies[int(which)%len(strategies)]
-		p := Params{VirtualNodes: vnodes(int32(v % 24)), MachineRooms: []string{room(), room()}}
+		// Strict changes nothing but ByConfig, whose configuration it checks.
+		p := Params{VirtualNodes: vnodes(int32(v % 24)), MachineRooms: []string{room(), room()}, Strict: seed%2 == 1}
 		inner := []Name{Averagely, AveragelyByCircle, ConsistentHash}[int(which/8)%3]
 		if sname == MachineRoomNearby {
 			p.Inner = inner
@@ -101,6 +103,21 @@ func FuzzAllocate(f *testing.F) {
 				t.Fatal("MachineRoomNearby accepted a member or broker without a room")
 			}
 			return
+		}
+		if sname == ByConfig && p.Strict {
+			// Strict refuses exactly the configurations that are no partition of (a subset of) the queues.
+			var listed []Member
+			for id := range p.Assignments {
+				listed = append(listed, Member{ID: id})
+			}
+			refused := CheckPartition(in.Queues, listed, Plan(p.Assignments))
+			var pe *ParamError
+			if (refused != nil) != (err != nil) || (err != nil && !errors.As(err, &pe)) {
+				t.Fatalf("strict ByConfig: error %v; CheckPartition of the configuration: %v", err, refused)
+			}
+			if err != nil {
+				return
+			}
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", sname, err)

@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// TestMovesWhenOneMemberJoins measures how many queues change owner when one member joins a group, the
-// figure docs/strategies.md quotes (run with -v). For ConsistentHash it also checks the property that makes
-// it worth having: every queue that moves, moves to the newcomer.
+// TestMovesWhenOneMemberJoins measures how many queues change owner (Moved, the operator's count) when one
+// member joins a group, the figure docs/strategies.md quotes (run with -v). For ConsistentHash it also
+// checks the property that makes it worth having: every queue that moves, moves to the newcomer, so the
+// count equals the newcomer's share (every queue it gets had an owner that stays).
 func TestMovesWhenOneMemberJoins(t *testing.T) {
 	for _, size := range []struct{ queues, members int }{{1024, 64}, {8192, 512}} {
 		in := benchInput(size.queues, size.members)
@@ -29,7 +30,7 @@ func TestMovesWhenOneMemberJoins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			moved := movedQueues(before, after)
+			moved := Moved(before, after)
 			t.Logf("%s %dx%d +1 member: %d of %d queues moved (%.1f%%), the newcomer got %d",
 				name, size.queues, size.members, moved, size.queues, 100*float64(moved)/float64(size.queues), len(after[joiner.ID]))
 			if name == ConsistentHash && moved != len(after[joiner.ID]) {

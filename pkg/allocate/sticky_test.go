@@ -160,30 +160,8 @@ func stickyPrevCounts(in Input) []int {
 	return counts
 }
 
-// stickyLowerBound is the fewest queues any balanced plan must take from members that stay. For a
-// final count c_i, member i loses at least max(0, prev_i - c_i) queues, and a plan losing exactly that
-// exists, so the bound is the minimum over the balanced count vectors. Counts are floor_i or, for the R
-// members with a fractional share, floor_i+1; raising a member from floor_i saves one move exactly when
-// prev_i > floor_i, so the minimum raises as many of those as R allows.
-func stickyLowerBound(in Input) int {
-	floor, fractional := stickyShares(len(in.Queues), in.Members)
-	prev := stickyPrevCounts(in)
-	r := len(in.Queues)
-	for _, f := range floor {
-		r -= f
-	}
-	bound, savable := 0, 0
-	for i := range in.Members {
-		bound += max(0, prev[i]-floor[i])
-		if fractional[i] && prev[i] > floor[i] {
-			savable++
-		}
-	}
-	return bound - min(r, savable)
-}
-
-// stickyBruteLowerBound computes the same bound by trying every way of choosing which fractional
-// members get the extra queue. Small inputs only.
+// stickyBruteLowerBound computes LowerBound by trying every way of choosing which fractional members get
+// the extra queue, with stickyShares' exact rationals. Small inputs only.
 func stickyBruteLowerBound(in Input) int {
 	floor, fractional := stickyShares(len(in.Queues), in.Members)
 	prev := stickyPrevCounts(in)
@@ -221,53 +199,6 @@ func popcount(x int) int {
 		n++
 	}
 	return n
-}
-
-// stickyMoved counts queues whose previous owner is still a member and whose owner changed.
-func stickyMoved(in Input, plan Plan) int {
-	owner := map[Queue]string{}
-	for id, qs := range plan {
-		for _, q := range qs {
-			owner[q] = id
-		}
-	}
-	moved := 0
-	for _, m := range in.Members {
-		for _, q := range in.Previous[m.ID] {
-			if o, ok := owner[q]; ok && o != m.ID {
-				moved++
-			}
-		}
-	}
-	return moved
-}
-
-// stickyCheckOwnership fails unless every queue of in has exactly one owner, every owner is a member,
-// and every member has an entry.
-func stickyCheckOwnership(t *testing.T, in Input, plan Plan) {
-	t.Helper()
-	seen := map[Queue]int{}
-	for id, qs := range plan {
-		if !slices.ContainsFunc(in.Members, func(m Member) bool { return m.ID == id }) {
-			t.Fatalf("plan has non-member %q", id)
-		}
-		for _, q := range qs {
-			seen[q]++
-		}
-	}
-	for _, m := range in.Members {
-		if _, ok := plan[m.ID]; !ok {
-			t.Fatalf("member %q has no entry", m.ID)
-		}
-	}
-	if len(seen) != len(in.Queues) {
-		t.Fatalf("plan holds %d distinct queues, want %d", len(seen), len(in.Queues))
-	}
-	for _, q := range in.Queues {
-		if seen[q] != 1 {
-			t.Fatalf("queue %v owned %d times", q, seen[q])
-		}
-	}
 }
 
 // stickyCheckBalance fails unless every member holds floor or ceil of its share, give or take skew.
@@ -369,10 +300,10 @@ func stickyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, skew int32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stickyCheckOwnership(t, in, plan)
+	checkEveryQueueOwnedOnce(t, in, plan)
 	stickyCheckBalance(t, in, plan, int(skew))
 	if skew == 0 {
-		if got, want := stickyMoved(in, plan), stickyLowerBound(in); got != want {
+		if got, want := Moved(in.Previous, plan), LowerBound(in); got != want {
 			t.Fatalf("seed %d: moved %d queues, lower bound %d", w.seed, got, want)
 		}
 	}
@@ -413,8 +344,8 @@ func TestStickyProperties(t *testing.T) {
 	t.Logf("%d steps checked", steps)
 }
 
-// TestStickyLowerBoundFormula checks the test's own closed-form bound against brute force, so the bound
-// the property test trusts is itself tested.
+// TestStickyLowerBoundFormula checks LowerBound's closed form against brute force, so the bound the
+// property test (and hack/simulate) trusts is itself tested.
 func TestStickyLowerBoundFormula(t *testing.T) {
 	s := mustSticky(t, 0)
 	for seed := range uint64(200) {
@@ -424,7 +355,7 @@ func TestStickyLowerBoundFormula(t *testing.T) {
 			w.step()
 			in := w.input(prev)
 			if len(in.Members) <= 14 {
-				if got, want := stickyLowerBound(in), stickyBruteLowerBound(in); got != want {
+				if got, want := LowerBound(in), stickyBruteLowerBound(in); got != want {
 					t.Fatalf("seed %d: closed form %d, brute force %d", seed, got, want)
 				}
 			}
@@ -453,36 +384,20 @@ func TestStickySkew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stickyCheckOwnership(t, in, plan)
+				checkEveryQueueOwnedOnce(t, in, plan)
 				stickyCheckBalance(t, in, plan, int(skew))
 				again, _ := s.Allocate(stickyShuffled(w.rng, in))
 				if !reflect.DeepEqual(plan, again) {
 					t.Fatalf("skew %d seed %d: plan depends on input order", skew, seed)
 				}
 				strictPlan, _ := strict.Allocate(in)
-				if a, b := stickyCrossZone(in, plan), stickyCrossZone(in, strictPlan); a > b {
+				if a, b := CrossZone(in, plan), CrossZone(in, strictPlan); a > b {
 					t.Fatalf("skew %d seed %d: %d cross-zone queues, strict plan has %d", skew, seed, a, b)
 				}
 				prev = plan
 			}
 		}
 	}
-}
-
-func stickyCrossZone(in Input, plan Plan) int {
-	zoneOf := map[string]string{}
-	for _, m := range in.Members {
-		zoneOf[m.ID] = m.Zone
-	}
-	n := 0
-	for id, qs := range plan {
-		for _, q := range qs {
-			if z := in.BrokerZones[q.Broker]; z == "" || z != zoneOf[id] {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func TestStickyCases(t *testing.T) {
@@ -590,11 +505,11 @@ func TestStickyCases(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("counts %v, want %v", got, tc.want)
 			}
-			if m := stickyMoved(tc.in, plan); m != tc.moved {
+			if m := Moved(tc.in.Previous, plan); m != tc.moved {
 				t.Errorf("moved %d, want %d", m, tc.moved)
 			}
 			if tc.in.BrokerZones != nil {
-				if c := stickyCrossZone(tc.in, plan); c != tc.cross {
+				if c := CrossZone(tc.in, plan); c != tc.cross {
 					t.Errorf("cross-zone %d, want %d", c, tc.cross)
 				}
 			}

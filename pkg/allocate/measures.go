@@ -1,0 +1,195 @@
+package allocate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// This file holds the one definition of each measure of a plan that the operator, hack/simulate and the
+// tests share: how many queues moved, each member's fair share, the fewest moves a balanced plan needs,
+// and whether a plan can be published at all. None of them is used by a strategy.
+
+// Moved counts the queues whose owner changed from before to after, as the operator reports a rebalance.
+// A queue listed under member id in before counts once when id is still a member in after (after has an
+// entry for id, even an empty one) and after lists the queue under another member but not under id.
+// Queues that appear, disappear or lose their owner (no member lists them in after) do not count, nor do
+// the queues of members that left.
+//
+// It costs one map entry per queue of after.
+func Moved(before, after Plan) int {
+	n := 0
+	for _, qs := range after {
+		n += len(qs)
+	}
+	owner := make(map[Queue]string, n)
+	var shared map[Queue]bool // queues after lists more than once: rare, and only in a plan CheckPartition refuses
+	for id, qs := range after {
+		for _, q := range qs {
+			if o, ok := owner[q]; ok && o != id {
+				if shared == nil {
+					shared = map[Queue]bool{}
+				}
+				shared[q] = true
+			}
+			owner[q] = id
+		}
+	}
+	moved := 0
+	for id, qs := range before {
+		kept, stillMember := after[id]
+		if !stillMember {
+			continue
+		}
+		for _, q := range qs {
+			o, owned := owner[q]
+			if !owned || o == id || (shared[q] && slices.Contains(kept, q)) {
+				continue
+			}
+			moved++
+		}
+	}
+	return moved
+}
+
+// FairShares returns, for each of members in order, the floor and the ceiling of its weighted fair share
+// of queues: floor[i] = ⌊queues·wᵢ/W⌋ and ceil[i] = ⌈queues·wᵢ/W⌉, where wᵢ is members[i].Weight (values
+// below 1 count as 1) and W the sum of all wᵢ. The floors sum to at most queues, and exactly
+// queues − Σfloor of the members with a fractional share get their ceiling in a balanced plan.
+// With no members both slices are empty.
+func FairShares(queues int, members []Member) (floor, ceil []int) {
+	var total int64
+	for _, m := range members {
+		total += int64(max(m.Weight, 1))
+	}
+	floor, ceil = make([]int, len(members)), make([]int, len(members))
+	for i, m := range members {
+		num := int64(queues) * int64(max(m.Weight, 1))
+		floor[i] = int(num / total)
+		ceil[i] = floor[i]
+		if num%total != 0 {
+			ceil[i]++
+		}
+	}
+	return floor, ceil
+}
+
+// Balanced reports whether plan gives every queue of in.Queues to exactly one member of in.Members, hands
+// out nothing else (CheckPartition accepts it), and gives each member i between floor[i] and ceil[i]
+// queues of FairShares(number of distinct queues, in.Members).
+func Balanced(in Input, plan Plan) bool {
+	if CheckPartition(in.Queues, in.Members, plan) != nil {
+		return false
+	}
+	distinct := make(map[Queue]struct{}, len(in.Queues))
+	for _, q := range in.Queues {
+		distinct[q] = struct{}{}
+	}
+	owned := 0
+	for _, qs := range plan {
+		owned += len(qs) // CheckPartition: only members hold queues, each queue at most once
+	}
+	if owned != len(distinct) {
+		return false
+	}
+	floor, ceil := FairShares(len(distinct), in.Members)
+	for i, m := range in.Members {
+		if n := len(plan[m.ID]); n < floor[i] || n > ceil[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// LowerBound is the fewest queues any balanced plan (see Balanced) for in must take from members that
+// stay: Moved(in.Previous, plan) ≥ LowerBound(in) for every balanced plan, and some balanced plan
+// reaches it.
+//
+// Member i held prevᵢ of the queues of in.Queues in in.Previous and ends with cᵢ queues, so it loses at
+// least max(0, prevᵢ − cᵢ) of them to other members, and a plan losing exactly that exists. cᵢ is floorᵢ
+// or, for R = Q − Σfloor of the members with a fractional share, ceilᵢ = floorᵢ+1 (FairShares). Raising a
+// member to its ceiling saves one move exactly when prevᵢ > floorᵢ, so the fewest moves raise
+// min(R, number of such members) of them.
+func LowerBound(in Input) int {
+	exists := make(map[Queue]bool, len(in.Queues))
+	for _, q := range in.Queues {
+		exists[q] = true
+	}
+	floor, ceil := FairShares(len(exists), in.Members)
+	extra := len(exists)
+	bound, savable := 0, 0
+	for i, m := range in.Members {
+		extra -= floor[i]
+		held := 0
+		for _, q := range in.Previous[m.ID] {
+			if exists[q] {
+				held++
+			}
+		}
+		bound += max(0, held-floor[i])
+		if ceil[i] > floor[i] && held > floor[i] {
+			savable++
+		}
+	}
+	return bound - min(extra, savable)
+}
+
+// CrossZone counts the queues plan gives to a member outside their broker's zone: a queue counts when
+// in.BrokerZones has no zone for its broker, or the zone differs from its owner's Member.Zone (a member of
+// unknown zone, or a plan entry that is no member of in, has zone "").
+func CrossZone(in Input, plan Plan) int {
+	zoneOf := make(map[string]string, len(in.Members))
+	for _, m := range in.Members {
+		zoneOf[m.ID] = m.Zone
+	}
+	n := 0
+	for id, qs := range plan {
+		for _, q := range qs {
+			if z := in.BrokerZones[q.Broker]; z == "" || z != zoneOf[id] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// CheckPartition returns an error unless plan is a partition of a subset of queues over members: every
+// plan entry that holds queues belongs to a member, every queue it holds is one of queues, and no queue
+// is held twice (by two members, or twice by one). It does not ask that every queue have an owner or that
+// every member have an entry. Entries are checked in UTF-16 order of member id, so the error, which names
+// the queue and the member or members involved, is the same for the same plan.
+func CheckPartition(queues []Queue, members []Member, plan Plan) error {
+	isMember := make(map[string]bool, len(members))
+	for _, m := range members {
+		isMember[m.ID] = true
+	}
+	ids := make([]string, 0, len(plan))
+	for id := range plan {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(CompareUTF16(a, b), cmp.Compare(a, b)) })
+	// owner[q] is 0 while q has no owner, else 1 + the owner's index in ids; a queue not in queues is absent.
+	owner := make(map[Queue]int, len(queues))
+	for _, q := range queues {
+		owner[q] = 0
+	}
+	for i, id := range ids {
+		qs := plan[id]
+		if !isMember[id] && len(qs) > 0 {
+			return fmt.Errorf("the strategy gave queues to %q, which is not a member", id)
+		}
+		for _, q := range qs {
+			first, isQueue := owner[q]
+			switch {
+			case !isQueue:
+				return fmt.Errorf("the strategy gave %s to %q, which is not one of the queues", q, id)
+			case first == i+1:
+				return fmt.Errorf("the strategy gave %s to %q twice", q, id)
+			case first > 0:
+				return fmt.Errorf("the strategy gave %s to more than one member: %q and %q", q, ids[first-1], id)
+			}
+			owner[q] = i + 1
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package allocate
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// mq is queue id of broker "b" of topic "T", the queue every hand-worked case below uses.
+func mq(id int32) Queue { return Queue{"T", "b", id} }
+
+func mqs(ids ...int32) []Queue {
+	qs := make([]Queue, len(ids))
+	for i, id := range ids {
+		qs[i] = mq(id)
+	}
+	return qs
+}
+
+func members(ids ...string) []Member {
+	ms := make([]Member, len(ids))
+	for i, id := range ids {
+		ms[i] = Member{ID: id}
+	}
+	return ms
+}
+
+func TestMoved(t *testing.T) {
+	cases := []struct {
+		name          string
+		before, after Plan
+		want          int
+	}{
+		{"same plan", Plan{"a": mqs(0, 1), "b": mqs(2)}, Plan{"a": mqs(0, 1), "b": mqs(2)}, 0},
+		{"same owners, other order", Plan{"a": mqs(0, 1)}, Plan{"a": mqs(1, 0)}, 0},
+		{"c joins: a gives 2 to b, b gives 2 to c",
+			Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5)}, Plan{"a": mqs(0, 1), "b": mqs(2, 3), "c": mqs(4, 5)}, 4},
+		{"b leaves: its queues do not count", Plan{"a": mqs(0, 1), "b": mqs(2, 3)}, Plan{"a": mqs(0, 1, 2, 3)}, 0},
+		{"b stays with an empty entry: its queue counts", Plan{"a": mqs(0), "b": mqs(1)}, Plan{"a": mqs(0, 1), "b": {}}, 1},
+		{"a queue disappears", Plan{"a": mqs(0, 1)}, Plan{"a": mqs(0), "b": {}}, 0},
+		{"a queue appears", Plan{"a": mqs(0)}, Plan{"a": mqs(0), "b": mqs(1)}, 0},
+		{"a queue loses its owner", Plan{"a": mqs(0), "b": mqs(1)}, Plan{"a": mqs(0), "b": {}}, 0},
+		{"nothing before", nil, Plan{"a": mqs(0)}, 0},
+		{"nothing after", Plan{"a": mqs(0)}, nil, 0},
+		{"after lists the queue under its owner and another", Plan{"a": mqs(0)}, Plan{"a": mqs(0), "b": mqs(0)}, 0},
+		{"after lists the queue under two others", Plan{"a": mqs(0)}, Plan{"a": {}, "b": mqs(0), "c": mqs(0)}, 1},
+		{"before lists the queue twice: each listing counts", Plan{"a": mqs(0), "b": mqs(0)}, Plan{"a": {}, "b": {}, "c": mqs(0)}, 2},
+	}
+	for _, c := range cases {
+		// Map order varies between runs; the count must not.
+		for range 20 {
+			if got := Moved(c.before, c.after); got != c.want {
+				t.Errorf("%s: Moved = %d, want %d", c.name, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+func TestFairShares(t *testing.T) {
+	weighted := func(ws ...int32) []Member {
+		ms := make([]Member, len(ws))
+		for i, w := range ws {
+			ms[i] = Member{ID: string(rune('a' + i)), Weight: w}
+		}
+		return ms
+	}
+	cases := []struct {
+		name        string
+		queues      int
+		members     []Member
+		floor, ceil []int
+	}{
+		{"even", 6, weighted(1, 1, 1), []int{2, 2, 2}, []int{2, 2, 2}},
+		{"weights below 1 count as 1", 6, weighted(0, -5, 1), []int{2, 2, 2}, []int{2, 2, 2}},
+		{"one over", 7, weighted(1, 1, 1), []int{2, 2, 2}, []int{3, 3, 3}},
+		// W = 6: 10/6 = 1.67, 20/6 = 3.33, 30/6 = 5.
+		{"weighted", 10, weighted(1, 2, 3), []int{1, 3, 5}, []int{2, 4, 5}},
+		{"fewer queues than members", 2, weighted(1, 1, 1, 1), []int{0, 0, 0, 0}, []int{1, 1, 1, 1}},
+		{"no queues", 0, weighted(1, 4), []int{0, 0}, []int{0, 0}},
+		{"no members", 5, nil, []int{}, []int{}},
+	}
+	for _, c := range cases {
+		floor, ceil := FairShares(c.queues, c.members)
+		if !slices.Equal(floor, c.floor) || !slices.Equal(ceil, c.ceil) {
+			t.Errorf("%s: FairShares = %v, %v, want %v, %v", c.name, floor, ceil, c.floor, c.ceil)
+		}
+	}
+}
+
+// TestFairSharesMatchesExactRationals checks FairShares' integer arithmetic against stickyShares, which
+// computes the shares as exact rationals.
+func TestFairSharesMatchesExactRationals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 13))
+	for range 2000 {
+		ms := make([]Member, 1+rng.IntN(20))
+		for i := range ms {
+			ms[i].Weight = rng.Int32N(1000) - 2
+		}
+		q := rng.IntN(100000)
+		floor, ceil := FairShares(q, ms)
+		wantFloor, fractional := stickyShares(q, ms)
+		for i := range ms {
+			wantCeil := wantFloor[i]
+			if fractional[i] {
+				wantCeil++
+			}
+			if floor[i] != wantFloor[i] || ceil[i] != wantCeil {
+				t.Fatalf("FairShares(%d, weights ...)[%d] = %d, %d, want %d, %d", q, i, floor[i], ceil[i], wantFloor[i], wantCeil)
+			}
+		}
+	}
+}
+
+func TestLowerBound(t *testing.T) {
+	withWeights := func(ms []Member, ws ...int32) []Member {
+		for i := range ms {
+			ms[i].Weight = ws[i]
+		}
+		return ms
+	}
+	cases := []struct {
+		name     string
+		queues   []Queue
+		members  []Member
+		previous Plan
+		want     int
+	}{
+		// Shares 2/2/2: a must give up 2, b none.
+		{"c joins a 4/2 group", mqs(0, 1, 2, 3, 4, 5), members("a", "b", "c"), Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5)}, 2},
+		// Shares [1,2], [3,4], 5 with one ceiling to give: a loses 3 or b loses 1 more; the best is 3.
+		{"weighted, one ceiling for two fractional members", mqs(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+			withWeights(members("a", "b", "c"), 1, 2, 3), Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5, 6, 7), "c": mqs(8, 9)}, 3},
+		// Shares 2/2: of a's 3 current queues one must go; q9 no longer exists.
+		{"a previous queue that no longer exists does not count", mqs(0, 1, 2, 3), members("a", "b"),
+			Plan{"a": mqs(0, 1, 2, 9), "b": mqs(3)}, 1},
+		{"the queues of a member that left do not count", mqs(0, 1, 2, 3), members("a", "b"),
+			Plan{"a": mqs(0, 1), "gone": mqs(2, 3)}, 0},
+		// Shares [0,1] for 4 members, 3 ceilings: a keeps one of its three.
+		{"fewer queues than members", mqs(0, 1, 2), members("a", "b", "c", "d"), Plan{"a": mqs(0, 1, 2)}, 2},
+		{"no previous plan", mqs(0, 1, 2), members("a", "b"), nil, 0},
+		{"no members", mqs(0, 1, 2), nil, Plan{"a": mqs(0, 1, 2)}, 0},
+	}
+	for _, c := range cases {
+		if got := LowerBound(Input{Queues: c.queues, Members: c.members, Previous: c.previous}); got != c.want {
+			t.Errorf("%s: LowerBound = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestBalanced(t *testing.T) {
+	weighted := []Member{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}, {ID: "c", Weight: 3}}
+	cases := []struct {
+		name    string
+		queues  []Queue
+		members []Member
+		plan    Plan
+		want    bool
+	}{
+		{"2/2/2", mqs(0, 1, 2, 3, 4, 5), members("a", "b", "c"), Plan{"a": mqs(0, 1), "b": mqs(2, 3), "c": mqs(4, 5)}, true},
+		{"3/2/1", mqs(0, 1, 2, 3, 4, 5), members("a", "b", "c"), Plan{"a": mqs(0, 1, 2), "b": mqs(3, 4), "c": mqs(5)}, false},
+		{"a queue without owner", mqs(0, 1, 2, 3, 4, 5), members("a", "b", "c"), Plan{"a": mqs(0, 1), "b": mqs(2, 3), "c": mqs(4)}, false},
+		{"a queue with two owners, counts in range", mqs(0, 1, 2), members("a", "b"), Plan{"a": mqs(0, 1), "b": mqs(1, 2)}, false},
+		{"a foreign queue, counts in range", mqs(0, 1), members("a", "b"), Plan{"a": mqs(0), "b": mqs(9)}, false},
+		{"queues to a non-member", mqs(0, 1), members("a"), Plan{"a": mqs(0), "x": mqs(1)}, false},
+		{"duplicates in the queue list count once", []Queue{mq(0), mq(1), mq(0)}, members("a", "b"), Plan{"a": mqs(0), "b": mqs(1)}, true},
+		{"weighted 2/3/5", mqs(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), weighted, Plan{"a": mqs(0, 1), "b": mqs(2, 3, 4), "c": mqs(5, 6, 7, 8, 9)}, true},
+		{"weighted 1/4/5", mqs(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), weighted, Plan{"a": mqs(0), "b": mqs(1, 2, 3, 4), "c": mqs(5, 6, 7, 8, 9)}, true},
+		{"weighted 2/4/4", mqs(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), weighted, Plan{"a": mqs(0, 1), "b": mqs(2, 3, 4, 5), "c": mqs(6, 7, 8, 9)}, false},
+		{"nothing to share", nil, nil, Plan{}, true},
+		{"queues but no members", mqs(0), nil, Plan{}, false},
+	}
+	for _, c := range cases {
+		if got := Balanced(Input{Queues: c.queues, Members: c.members}, c.plan); got != c.want {
+			t.Errorf("%s: Balanced = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCrossZone(t *testing.T) {
+	in := Input{
+		Members:     []Member{{ID: "a", Zone: "z1"}, {ID: "b", Zone: "z2"}, {ID: "c"}},
+		BrokerZones: map[string]string{"b1": "z1", "b2": "z2"},
+	}
+	q := func(broker string, id int32) Queue { return Queue{"T", broker, id} }
+	cases := []struct {
+		name string
+		plan Plan
+		want int
+	}{
+		{"every queue in its zone", Plan{"a": {q("b1", 0), q("b1", 1)}, "b": {q("b2", 0)}}, 0},
+		{"a queue of the other zone", Plan{"a": {q("b1", 0), q("b2", 0)}, "b": {}}, 1},
+		{"a broker of unknown zone", Plan{"a": {q("b3", 0)}, "b": {q("b3", 1)}}, 2},
+		{"a member of unknown zone", Plan{"c": {q("b1", 0), q("b2", 0)}}, 2},
+		{"an entry that is no member", Plan{"x": {q("b1", 0)}}, 1},
+	}
+	for _, c := range cases {
+		if got := CrossZone(in, c.plan); got != c.want {
+			t.Errorf("%s: CrossZone = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCheckPartition(t *testing.T) {
+	queues := mqs(0, 1, 2)
+	ms := members("a", "b")
+	cases := []struct {
+		name    string
+		members []Member
+		plan    Plan
+		want    string // "" for no error
+	}{
+		{"a partition", ms, Plan{"a": mqs(2, 0), "b": mqs(1)}, ""},
+		{"a partition of a subset, an entry missing", ms, Plan{"a": mqs(1)}, ""},
+		{"an empty entry of a non-member", ms, Plan{"a": mqs(0), "x": {}}, ""},
+		{"queues to a non-member", ms, Plan{"a": mqs(0), "x": mqs(1)}, `the strategy gave queues to "x", which is not a member`},
+		{"a queue that is not one of the queues", ms, Plan{"a": mqs(0), "b": mqs(1, 9)}, `the strategy gave T/b/9 to "b", which is not one of the queues`},
+		{"a queue to two members", ms, Plan{"b": mqs(1, 0), "a": mqs(0)}, `the strategy gave T/b/0 to more than one member: "a" and "b"`},
+		{"a queue twice to one member", ms, Plan{"a": mqs(0, 2, 0)}, `the strategy gave T/b/0 to "a" twice`},
+		// UTF-16 order puts U+1F600 (D83D DE00) before U+FF21; UTF-8 byte order would not.
+		{"members in UTF-16 order", members("\uFF21", "\U0001F600"), Plan{"\uFF21": mqs(0), "\U0001F600": mqs(0)},
+			`the strategy gave T/b/0 to more than one member: "` + "\U0001F600" + `" and "` + "\uFF21" + `"`},
+	}
+	for _, c := range cases {
+		err := CheckPartition(queues, c.members, c.plan)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%s: error = %v, want %s", c.name, err, c.want)
+		}
+	}
+}
