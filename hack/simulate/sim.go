@@ -25,15 +25,17 @@ type Result struct {
 
 // StepResult measures one step's plan.
 type StepResult struct {
-	// Moved counts queues whose previous owner is still a member and whose owner changed.
+	// Moved counts queues whose previous owner is still a member and whose owner changed (allocate.Moved).
 	Moved int `json:"moved"`
-	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan.
+	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan
+	// (allocate.LowerBound).
 	LowerBound int `json:"lowerBound"`
 	MaxLoad    int `json:"maxLoad"`
 	MinLoad    int `json:"minLoad"`
-	// CrossZone counts queues whose owner is not in the broker's zone.
+	// CrossZone counts queues whose owner is not in the broker's zone (allocate.CrossZone).
 	CrossZone int `json:"crossZone"`
-	// Balanced is true when every member holds floor or ceil of its weighted share.
+	// Balanced is true when every queue has one owner and every member holds floor or ceil of its weighted
+	// share (allocate.Balanced).
 	Balanced bool                `json:"balanced"`
 	Error    string              `json:"error,omitempty"`
 	Plan     map[string][]string `json:"plan"`
@@ -132,7 +134,7 @@ func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
 			} else {
 				plan, err = perTopic(s, in, name == allocate.ByMachineRoom)
 			}
-			step := StepResult{LowerBound: lowerBound(in)}
+			step := StepResult{LowerBound: allocate.LowerBound(in)}
 			if err != nil {
 				step.Error = err.Error()
 				plan = allocate.Plan{}
@@ -200,33 +202,20 @@ func perTopic(s allocate.Strategy, in allocate.Input, roomInBrokerName bool) (al
 	return plan, nil
 }
 
-// measure fills step's counters and plan from in and plan.
+// measure fills step's counters and plan from in and plan, with pkg/allocate's definitions.
 func measure(step *StepResult, in allocate.Input, plan allocate.Plan) {
-	owner := map[allocate.Queue]string{}
+	step.Moved = allocate.Moved(in.Previous, plan)
+	step.CrossZone = allocate.CrossZone(in, plan)
+	step.Balanced = allocate.Balanced(in, plan)
 	step.Plan = map[string][]string{}
-	zoneOf := map[string]string{}
 	for _, m := range in.Members {
-		zoneOf[m.ID] = m.Zone
 		step.Plan[m.ID] = []string{}
 	}
 	for id, qs := range plan {
 		for _, q := range qs {
-			owner[q] = id
 			step.Plan[id] = append(step.Plan[id], q.String())
-			if z := in.BrokerZones[q.Broker]; z == "" || z != zoneOf[id] {
-				step.CrossZone++
-			}
 		}
 	}
-	for _, m := range in.Members {
-		for _, q := range in.Previous[m.ID] {
-			if o, ok := owner[q]; ok && o != m.ID {
-				step.Moved++
-			}
-		}
-	}
-	floor, ceil := shares(len(in.Queues), in.Members)
-	step.Balanced = len(owner) == len(in.Queues)
 	for i, m := range in.Members {
 		n := len(plan[m.ID])
 		if i == 0 || n > step.MaxLoad {
@@ -235,54 +224,5 @@ func measure(step *StepResult, in allocate.Input, plan allocate.Plan) {
 		if i == 0 || n < step.MinLoad {
 			step.MinLoad = n
 		}
-		if n < floor[i] || n > ceil[i] {
-			step.Balanced = false
-		}
 	}
-}
-
-// shares returns each member's floor and ceil of its weighted fair share Q*w/W.
-func shares(q int, members []allocate.Member) (floor, ceil []int) {
-	var total int64
-	for _, m := range members {
-		total += int64(max(m.Weight, 1))
-	}
-	for _, m := range members {
-		num := int64(q) * int64(max(m.Weight, 1))
-		f := int(num / total)
-		c := f
-		if num%total != 0 {
-			c++
-		}
-		floor, ceil = append(floor, f), append(ceil, c)
-	}
-	return floor, ceil
-}
-
-// lowerBound is the fewest queues any balanced plan takes from members that stay: member i must lose
-// max(0, prev_i - c_i) for its final count c_i, which is floor_i or, for R of the members with a
-// fractional share, floor_i+1. Raising a member saves one move exactly when it held more than its
-// floor, so the best choice raises min(R, number of such members).
-func lowerBound(in allocate.Input) int {
-	exists := map[allocate.Queue]bool{}
-	for _, q := range in.Queues {
-		exists[q] = true
-	}
-	floor, ceil := shares(len(in.Queues), in.Members)
-	extra := len(in.Queues)
-	bound, savable := 0, 0
-	for i, m := range in.Members {
-		extra -= floor[i]
-		held := 0
-		for _, q := range in.Previous[m.ID] {
-			if exists[q] {
-				held++
-			}
-		}
-		bound += max(0, held-floor[i])
-		if ceil[i] > floor[i] && held > floor[i] {
-			savable++
-		}
-	}
-	return bound - min(extra, savable)
 }

@@ -60,7 +60,7 @@ func TestMovedAndLowerBound(t *testing.T) {
 		BrokerZones: map[string]string{"b": "z"},
 		Previous:    allocate.Plan{"a": {q(0), q(1), q(2), q(3)}, "b": {q(4), q(5)}},
 	}
-	if got := lowerBound(in); got != 2 {
+	if got := allocate.LowerBound(in); got != 2 {
 		t.Fatalf("lower bound %d, want 2", got)
 	}
 	var s StepResult
