@@ -119,7 +119,9 @@ func allocateConsistentHash(in Input, v int, hash HashFunc, memo *hashMemo) Plan
 	wg.Wait()
 
 	// Phase 3: route every queue.
-	if len(missingQueues) > 0 || memo.queues == nil {
+	// Both lists are sorted without duplicates, so with nothing missing they differ exactly when queues is
+	// shorter (a subset): the memo's list must then shrink with its hashes.
+	if len(missingQueues) > 0 || len(queues) != len(memo.queues) {
 		// queues may be the caller's slice; the memo must not change if the caller reuses it.
 		memo.queues = slices.Clone(queues)
 	}

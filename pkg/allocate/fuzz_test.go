@@ -168,6 +168,11 @@ func FuzzAllocate(f *testing.F) {
 			cold, _ := mustNew(t, ConsistentHash, p).Allocate(changed)
 			warm, _ := s.Allocate(changed)
 			checkSamePlan(t, warm, cold)
+			// The same queues again (a subset of in's when no member was added), then in's again.
+			warm, _ = s.Allocate(shuffled(changed, rng))
+			checkSamePlan(t, warm, cold)
+			warm, _ = s.Allocate(in)
+			checkSamePlan(t, warm, plan)
 		}
 
 		for _, m := range in.Members {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -63,15 +64,24 @@ func checkSpread(t testing.TB, plan Plan, limit int) {
 // checkSamePlan fails unless a and b give every member the same list, treating nil and empty alike.
 func checkSamePlan(t testing.TB, a, b Plan) {
 	t.Helper()
+	if d := planDiff(a, b); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// planDiff describes the first difference between a and b, or returns "" when they give every member the
+// same list, treating nil and empty alike.
+func planDiff(a, b Plan) string {
 	if len(a) != len(b) {
-		t.Fatalf("plans have %d and %d entries", len(a), len(b))
+		return fmt.Sprintf("plans have %d and %d entries", len(a), len(b))
 	}
 	for id, qs := range a {
 		other, ok := b[id]
 		if !ok || !slices.Equal(qs, other) {
-			t.Fatalf("member %q: %v vs %v", id, qs, other)
+			return fmt.Sprintf("member %q: %v vs %v", id, qs, other)
 		}
 	}
+	return ""
 }
 
 func shuffled(in Input, rng *rand.Rand) Input {
@@ -384,15 +394,22 @@ func TestConsistentHashReplanMatchesCold(t *testing.T) {
 		p := Params{VirtualNodes: vnodes(v)}
 		kept := mustNew(t, ConsistentHash, p)
 		in := benchInput(8192, 64)
+		all := in.Queues
 		// A sequence of changes: members join and leave, queues appear and vanish, input order changes.
-		for step := range 12 {
-			switch step % 4 {
+		for step := range 18 {
+			switch step % 6 {
 			case 1:
 				in.Members = append(slices.Clone(in.Members), Member{ID: fmt.Sprintf("joiner-%d", step)})
 			case 2:
 				in.Members = slices.Delete(slices.Clone(in.Members), 3, 5)
 			case 3:
 				in.Queues = append(slices.Clone(in.Queues[100:]), Queue{Topic: "New", Broker: "broker-z", ID: int32(step)})
+			case 4:
+				// Half the queues vanish, at random places in sorted order, and none appears; the next step
+				// plans the same queues again.
+				in.Queues = slices.Clone(in.Queues[len(in.Queues)/2:])
+			case 0:
+				in.Queues = all
 			}
 			in = shuffled(in, rng)
 			want, _ := mustNew(t, ConsistentHash, p).Allocate(in)
@@ -427,4 +444,45 @@ func TestConsistentHashCustomHashAndCollisions(t *testing.T) {
 	everyoneSame := mustNew(t, ConsistentHash, Params{Hash: func(string) uint32 { return 7 }})
 	plan, _ = everyoneSame.Allocate(in)
 	checkSamePlan(t, plan, Plan{"x": {}, "yy": {}, "zzz": in.Queues})
+}
+
+// TestStrategiesAreSafeForConcurrentUse plans two different groups with one strategy value from several
+// goroutines at once (run with -race): every plan must be the one a freshly built strategy gives, whatever
+// the other calls left behind.
+func TestStrategiesAreSafeForConcurrentUse(t *testing.T) {
+	small, large := benchInput(256, 16), benchInput(1024, 40)
+	for _, name := range Names() {
+		a, b := small, large
+		if name == ByMachineRoom {
+			a.Queues, b.Queues = roomPrefixedBrokers(a), roomPrefixedBrokers(b)
+		}
+		p := benchParams(b)[name]
+		want := []Plan{}
+		for _, in := range []Input{a, b} {
+			plan, err := mustNew(t, name, p).Allocate(in)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			want = append(want, plan)
+		}
+		s := mustNew(t, name, p)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 6 {
+					k := (g + i) % 2
+					plan, err := s.Allocate([]Input{a, b}[k])
+					if err != nil {
+						t.Errorf("%s: %v", name, err)
+						return
+					}
+					if d := planDiff(plan, want[k]); d != "" {
+						t.Errorf("%s: %s", name, d)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
 }
