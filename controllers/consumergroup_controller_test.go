@@ -1,10 +1,11 @@
+//go:build envtest
+
 package controllers
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,35 +19,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 const waitFor = 20 * time.Second
 
-// published decodes a group's assignment ConfigMap: pod name → entry and queues.
-type published struct {
-	generation int64
-	entries    map[string]assignment.Entry
-	queues     map[string][]allocate.Queue
-}
+// published is a group's assignment as read back: pod name → entry and queues.
+type published = protocol.Published
 
 func readPublished(cm *corev1.ConfigMap) (published, error) {
-	p := published{entries: map[string]assignment.Entry{}, queues: map[string][]allocate.Queue{}}
-	var err error
-	p.generation, err = strconv.ParseInt(cm.Annotations[v1alpha1.GenerationAnnotation], 10, 64)
-	if err != nil {
-		return p, fmt.Errorf("generation annotation: %w", err)
-	}
-	for pod, value := range cm.Data {
-		e, qs, err := assignment.Decode([]byte(value))
-		if err != nil {
-			return p, fmt.Errorf("entry of %s: %w", pod, err)
-		}
-		if e.Generation != p.generation {
-			return p, fmt.Errorf("entry of %s has generation %d, the ConfigMap %d", pod, e.Generation, p.generation)
-		}
-		p.entries[pod], p.queues[pod] = e, qs
+	p := protocol.ReadPublished(cm.Labels[protocol.GroupLabel], cm, nil)
+	if len(p.Tampered) > 0 {
+		return p, fmt.Errorf("the assignment does not read back: %v", p.Tampered)
 	}
 	return p, nil
 }
@@ -64,7 +50,7 @@ func waitForAssignment(t *testing.T, ns, group string, pods []string, check func
 		if last, err = readPublished(cm); err != nil {
 			return err
 		}
-		got := slices.Sorted(mapKeys(last.entries))
+		got := slices.Sorted(mapKeys(last.Entries))
 		want := slices.Sorted(slices.Values(pods))
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("assignment lists pods %v, want %v", got, want)
@@ -81,8 +67,8 @@ func waitForAssignment(t *testing.T, ns, group string, pods []string, check func
 func partitionOf(want int) func(published) error {
 	return func(p published) error {
 		seen := map[allocate.Queue]string{}
-		for pod, qs := range p.queues {
-			for _, q := range qs {
+		for pod, e := range p.Entries {
+			for _, q := range e.Queues {
 				if other, dup := seen[q]; dup {
 					return fmt.Errorf("queue %s is listed for %s and %s", q, other, pod)
 				}
@@ -116,32 +102,32 @@ func waitForCondition(t *testing.T, ns, group, condType string, status metav1.Co
 func TestAssignmentForReadyPods(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "orders").topic("orders", broker("broker-a", 8, ""), broker("broker-b", 8, "")).create(t)
+	testenv.Group(ns, "orders").Topic("orders", testenv.Broker("broker-a", 8, ""), testenv.Broker("broker-b", 8, "")).Create(t, k8s)
 	for i := range 3 {
-		newPod(ns, fmt.Sprintf("orders-%d", i), "orders").create(t)
+		testenv.Pod(ns, fmt.Sprintf("orders-%d", i), "orders").Create(t, k8s)
 	}
-	newPod(ns, "orders-unready", "orders").notReady().create(t)
-	newPod(ns, "other-app", "other").create(t)
+	testenv.Pod(ns, "orders-unready", "orders").NotReady().Create(t, k8s)
+	testenv.Pod(ns, "other-app", "other").Create(t, k8s)
 
 	p := waitForAssignment(t, ns, "orders", []string{"orders-0", "orders-1", "orders-2"}, partitionOf(16))
-	for pod, e := range p.entries {
+	for pod, e := range p.Entries {
 		if e.Member != pod {
 			t.Errorf("entry of %s names member %q, want the pod name", pod, e.Member)
 		}
-		if n := len(p.queues[pod]); n < 5 || n > 6 {
+		if n := len(p.Entries[pod].Queues); n < 5 || n > 6 {
 			t.Errorf("%s holds %d queues, want 5 or 6 (16 over 3)", pod, n)
 		}
 	}
 	waitForCondition(t, ns, "orders", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
 	var g *v1alpha1.ConsumerGroup
 	eventually(t, waitFor, func() error {
-		if g = getGroup(t, ns, "orders"); g.Status.AssignmentGeneration != p.generation {
-			return fmt.Errorf("status shows generation %d, the ConfigMap %d", g.Status.AssignmentGeneration, p.generation)
+		if g = getGroup(t, ns, "orders"); g.Status.AssignmentGeneration != p.Generation {
+			return fmt.Errorf("status shows generation %d, the ConfigMap %d", g.Status.AssignmentGeneration, p.Generation)
 		}
 		return nil
 	})
-	if g.Status.MemberCount != 3 || g.Status.QueueCount != 16 || g.Status.AssignmentGeneration != p.generation {
-		t.Errorf("status counts members=%d queues=%d generation=%d, want 3, 16, %d", g.Status.MemberCount, g.Status.QueueCount, g.Status.AssignmentGeneration, p.generation)
+	if g.Status.MemberCount != 3 || g.Status.QueueCount != 16 || g.Status.AssignmentGeneration != p.Generation {
+		t.Errorf("status counts members=%d queues=%d generation=%d, want 3, 16, %d", g.Status.MemberCount, g.Status.QueueCount, g.Status.AssignmentGeneration, p.Generation)
 	}
 	if len(g.Status.Members) != 3 || g.Status.LastRebalanceTime == nil || g.Status.AssignmentConfigMap != "orders-assignment" {
 		t.Errorf("status members=%v lastRebalanceTime=%v configMap=%q", g.Status.Members, g.Status.LastRebalanceTime, g.Status.AssignmentConfigMap)
@@ -150,7 +136,7 @@ func TestAssignmentForReadyPods(t *testing.T) {
 	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != g.UID {
 		t.Errorf("ConfigMap's controller is %v, want the group", owner)
 	}
-	if cm.Labels[v1alpha1.GroupLabel] != "orders" {
+	if cm.Labels[protocol.GroupLabel] != "orders" {
 		t.Errorf("ConfigMap labels %v lack the group label", cm.Labels)
 	}
 	waitForEvent(t, ns, "orders", EventRebalanced)
@@ -159,24 +145,25 @@ func TestAssignmentForReadyPods(t *testing.T) {
 func TestScalingRebalances(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "g").topic("t", broker("b", 12, "")).create(t)
-	pods := []*corev1.Pod{newPod(ns, "g-0", "g").create(t), newPod(ns, "g-1", "g").create(t)}
+	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Create(t, k8s)
+	pods := []*corev1.Pod{testenv.Pod(ns, "g-0", "g").Create(t, k8s), testenv.Pod(ns, "g-1", "g").Create(t, k8s)}
 	first := waitForAssignment(t, ns, "g", []string{"g-0", "g-1"}, partitionOf(12))
 
 	t.Run("scale up", func(t *testing.T) {
-		pods = append(pods, newPod(ns, "g-2", "g").create(t))
+		pods = append(pods, testenv.Pod(ns, "g-2", "g").Create(t, k8s))
 		p := waitForAssignment(t, ns, "g", []string{"g-0", "g-1", "g-2"}, partitionOf(12))
-		if p.generation != first.generation+1 {
-			t.Errorf("generation %d after scale-up, want %d", p.generation, first.generation+1)
+		if p.Generation != first.Generation+1 {
+			t.Errorf("generation %d after scale-up, want %d", p.Generation, first.Generation+1)
 		}
-		for pod, qs := range p.queues {
+		for pod, e := range p.Entries {
+			qs := e.Queues
 			if len(qs) != 4 {
 				t.Errorf("%s holds %d queues, want 4", pod, len(qs))
 			}
 		}
 	})
 	t.Run("pod goes NotReady", func(t *testing.T) {
-		setPodReady(t, pods[1], false)
+		testenv.SetReady(t, k8s, pods[1], false)
 		waitForAssignment(t, ns, "g", []string{"g-0", "g-2"}, partitionOf(12))
 	})
 	t.Run("pod deleted", func(t *testing.T) {
@@ -184,7 +171,7 @@ func TestScalingRebalances(t *testing.T) {
 		waitForAssignment(t, ns, "g", []string{"g-0"}, partitionOf(12))
 	})
 	t.Run("pod labels no longer match", func(t *testing.T) {
-		setPodReady(t, pods[1], true)
+		testenv.SetReady(t, k8s, pods[1], true)
 		waitForAssignment(t, ns, "g", []string{"g-0", "g-1"}, partitionOf(12))
 		p := pods[0].DeepCopy()
 		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(p), p))
@@ -193,7 +180,7 @@ func TestScalingRebalances(t *testing.T) {
 		waitForAssignment(t, ns, "g", []string{"g-1"}, partitionOf(12))
 	})
 	t.Run("last member leaves", func(t *testing.T) {
-		setPodReady(t, pods[1], false)
+		testenv.SetReady(t, k8s, pods[1], false)
 		waitForAssignment(t, ns, "g", nil, nil)
 		waitForCondition(t, ns, "g", ConditionReady, metav1.ConditionFalse, ReasonNoMembers)
 	})
@@ -202,11 +189,12 @@ func TestScalingRebalances(t *testing.T) {
 func TestBroadcasting(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "b").topic("t", broker("x", 3, ""), broker("y", 2, "")).broadcasting().create(t)
-	newPod(ns, "b-0", "b").create(t)
-	newPod(ns, "b-1", "b").create(t)
+	testenv.Group(ns, "b").Topic("t", testenv.Broker("x", 3, ""), testenv.Broker("y", 2, "")).Broadcasting().Create(t, k8s)
+	testenv.Pod(ns, "b-0", "b").Create(t, k8s)
+	testenv.Pod(ns, "b-1", "b").Create(t, k8s)
 	waitForAssignment(t, ns, "b", []string{"b-0", "b-1"}, func(p published) error {
-		for pod, qs := range p.queues {
+		for pod, e := range p.Entries {
+			qs := e.Queues
 			if len(qs) != 5 {
 				return fmt.Errorf("%s holds %d queues, want all 5", pod, len(qs))
 			}
@@ -241,13 +229,14 @@ func TestEachStrategyEndToEnd(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.strategy.Type), func(t *testing.T) {
 			name := "s-" + strings.ToLower(string(tc.strategy.Type))
-			newGroup(ns, name).topic("t", broker("dc1@a", 6, "zone-a"), broker("dc2@b", 6, "zone-b")).strategy(tc.strategy).create(t)
-			newPod(ns, name+"-0", name).onNode(ns + "-node-a").create(t)
-			newPod(ns, name+"-1", name).onNode(ns + "-node-b").create(t)
+			testenv.Group(ns, name).Topic("t", testenv.Broker("dc1@a", 6, "zone-a"), testenv.Broker("dc2@b", 6, "zone-b")).Strategy(tc.strategy).Create(t, k8s)
+			testenv.Pod(ns, name+"-0", name).OnNode(ns+"-node-a").Create(t, k8s)
+			testenv.Pod(ns, name+"-1", name).OnNode(ns+"-node-b").Create(t, k8s)
 			p := waitForAssignment(t, ns, name, []string{name + "-0", name + "-1"}, partitionOf(tc.queues))
 			if tc.strategy.Type == v1alpha1.MachineRoomNearby {
 				// Each member reads only its own zone's broker.
-				for pod, qs := range p.queues {
+				for pod, e := range p.Entries {
+					qs := e.Queues
 					want := map[string]string{name + "-0": "dc1@a", name + "-1": "dc2@b"}[pod]
 					for _, q := range qs {
 						if q.Broker != want {
@@ -266,16 +255,16 @@ func TestZoneFromNodeLabel(t *testing.T) {
 	startManager(t, ns)
 	nodeA := createNode(t, ns+"-a", "zone-a")
 	createNode(t, ns+"-b", "zone-b")
-	newGroup(ns, "z").topic("t", broker("broker-a", 4, "zone-a"), broker("broker-b", 4, "zone-b")).
-		strategy(v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby}).create(t)
-	newPod(ns, "z-0", "z").onNode(nodeA.Name).create(t)
-	newPod(ns, "z-1", "z").onNode(ns + "-b").create(t)
+	testenv.Group(ns, "z").Topic("t", testenv.Broker("broker-a", 4, "zone-a"), testenv.Broker("broker-b", 4, "zone-b")).
+		Strategy(v1alpha1.Strategy{Type: v1alpha1.MachineRoomNearby}).Create(t, k8s)
+	testenv.Pod(ns, "z-0", "z").OnNode(nodeA.Name).Create(t, k8s)
+	testenv.Pod(ns, "z-1", "z").OnNode(ns+"-b").Create(t, k8s)
 	// The annotation overrides the node's zone.
-	newPod(ns, "z-2", "z").onNode(nodeA.Name).annotate(v1alpha1.ZoneAnnotation, "zone-b").create(t)
+	testenv.Pod(ns, "z-2", "z").OnNode(nodeA.Name).Annotate(v1alpha1.ZoneAnnotation, "zone-b").Create(t, k8s)
 
 	brokersOf := func(p published, pod string) []string {
 		var out []string
-		for _, q := range p.queues[pod] {
+		for _, q := range p.Entries[pod].Queues {
 			if !slices.Contains(out, q.Broker) {
 				out = append(out, q.Broker)
 			}
@@ -286,11 +275,11 @@ func TestZoneFromNodeLabel(t *testing.T) {
 		if err := partitionOf(8)(p); err != nil {
 			return err
 		}
-		if got := brokersOf(p, "z-0"); !slices.Equal(got, []string{"broker-a"}) || len(p.queues["z-0"]) != 4 {
-			return fmt.Errorf("z-0 (zone-a) holds %v", p.queues["z-0"])
+		if got := brokersOf(p, "z-0"); !slices.Equal(got, []string{"broker-a"}) || len(p.Entries["z-0"].Queues) != 4 {
+			return fmt.Errorf("z-0 (zone-a) holds %v", p.Entries["z-0"].Queues)
 		}
 		if got := brokersOf(p, "z-2"); !slices.Equal(got, []string{"broker-b"}) {
-			return fmt.Errorf("z-2 (zone-b by annotation) holds %v", p.queues["z-2"])
+			return fmt.Errorf("z-2 (zone-b by annotation) holds %v", p.Entries["z-2"].Queues)
 		}
 		return nil
 	})
@@ -300,7 +289,7 @@ func TestZoneFromNodeLabel(t *testing.T) {
 	must(t, k8s.Update(context.Background(), nodeA))
 	waitForAssignment(t, ns, "z", []string{"z-0", "z-1", "z-2"}, func(p published) error {
 		if got := brokersOf(p, "z-0"); !slices.Contains(got, "broker-b") {
-			return fmt.Errorf("z-0 (now zone-b) holds %v", p.queues["z-0"])
+			return fmt.Errorf("z-0 (now zone-b) holds %v", p.Entries["z-0"].Queues)
 		}
 		return partitionOf(8)(p)
 	})
@@ -310,19 +299,19 @@ func TestAnnotationIdentity(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
 	const key = "rocketmq.apache.org/client-id"
-	newGroup(ns, "a").topic("t", broker("b", 4, "")).identityAnnotation(key).create(t)
-	newPod(ns, "a-0", "a").annotate(key, "10.0.0.1@1").create(t)
-	newPod(ns, "a-1", "a").annotate(key, "10.0.0.2@1").create(t)
+	testenv.Group(ns, "a").Topic("t", testenv.Broker("b", 4, "")).IdentityAnnotation(key).Create(t, k8s)
+	testenv.Pod(ns, "a-0", "a").Annotate(key, "10.0.0.1@1").Create(t, k8s)
+	testenv.Pod(ns, "a-1", "a").Annotate(key, "10.0.0.2@1").Create(t, k8s)
 	waitForAssignment(t, ns, "a", []string{"a-0", "a-1"}, func(p published) error {
-		if p.entries["a-0"].Member != "10.0.0.1@1" || p.entries["a-1"].Member != "10.0.0.2@1" {
-			return fmt.Errorf("members %q, %q", p.entries["a-0"].Member, p.entries["a-1"].Member)
+		if p.Entries["a-0"].Member != "10.0.0.1@1" || p.Entries["a-1"].Member != "10.0.0.2@1" {
+			return fmt.Errorf("members %q, %q", p.Entries["a-0"].Member, p.Entries["a-1"].Member)
 		}
 		return partitionOf(4)(p)
 	})
 
 	// A second pod claiming the same id is refused; the published plan stays.
 	before := getAssignment(t, ns, "a")
-	newPod(ns, "a-2", "a").annotate(key, "10.0.0.1@1").create(t)
+	testenv.Pod(ns, "a-2", "a").Annotate(key, "10.0.0.1@1").Create(t, k8s)
 	waitForCondition(t, ns, "a", ConditionDegraded, metav1.ConditionTrue, ReasonDuplicateMemberID)
 	if after := getAssignment(t, ns, "a"); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the ConfigMap was rewritten while the membership was invalid")
@@ -332,14 +321,14 @@ func TestAnnotationIdentity(t *testing.T) {
 func TestInvalidAnnotationKeepsLastPlan(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "w").topic("t", broker("b", 6, "")).create(t)
-	newPod(ns, "w-0", "w").create(t)
-	newPod(ns, "w-1", "w").create(t)
+	testenv.Group(ns, "w").Topic("t", testenv.Broker("b", 6, "")).Create(t, k8s)
+	testenv.Pod(ns, "w-0", "w").Create(t, k8s)
+	testenv.Pod(ns, "w-1", "w").Create(t, k8s)
 	waitForAssignment(t, ns, "w", []string{"w-0", "w-1"}, partitionOf(6))
 	waitForCondition(t, ns, "w", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
 	before := getAssignment(t, ns, "w")
 
-	bad := newPod(ns, "w-2", "w").annotate(v1alpha1.WeightAnnotation, "heavy").create(t)
+	bad := testenv.Pod(ns, "w-2", "w").Annotate(v1alpha1.WeightAnnotation, "heavy").Create(t, k8s)
 	g := waitForCondition(t, ns, "w", ConditionDegraded, metav1.ConditionTrue, ReasonInvalidMemberAnnotation)
 	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "w-2") {
 		t.Errorf("Ready is %s: %q; want False naming the pod", c.Status, c.Message)
@@ -363,16 +352,16 @@ func TestInvalidAnnotationKeepsLastPlan(t *testing.T) {
 func TestConfigMapRestored(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "r").topic("t", broker("b", 4, "")).create(t)
-	newPod(ns, "r-0", "r").create(t)
-	newPod(ns, "r-1", "r").create(t)
+	testenv.Group(ns, "r").Topic("t", testenv.Broker("b", 4, "")).Create(t, k8s)
+	testenv.Pod(ns, "r-0", "r").Create(t, k8s)
+	testenv.Pod(ns, "r-1", "r").Create(t, k8s)
 	first := waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
 
 	t.Run("deleted", func(t *testing.T) {
 		must(t, k8s.Delete(context.Background(), getAssignment(t, ns, "r")))
 		p := waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
-		if p.generation <= first.generation {
-			t.Errorf("restored at generation %d, want more than %d so pods never see it go back", p.generation, first.generation)
+		if p.Generation <= first.Generation {
+			t.Errorf("restored at generation %d, want more than %d so pods never see it go back", p.Generation, first.Generation)
 		}
 	})
 	t.Run("entry edited", func(t *testing.T) {
@@ -401,8 +390,8 @@ func editAssignment(t *testing.T, ns, group string, change func(*corev1.ConfigMa
 func TestNothingWrittenWhenNothingChanged(t *testing.T) {
 	ns := newNamespace(t)
 	stop := startManager(t, ns)
-	newGroup(ns, "s").topic("t", broker("b", 8, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(t)
-	pods := []*corev1.Pod{newPod(ns, "s-0", "s").create(t), newPod(ns, "s-1", "s").create(t)}
+	testenv.Group(ns, "s").Topic("t", testenv.Broker("b", 8, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(t, k8s)
+	pods := []*corev1.Pod{testenv.Pod(ns, "s-0", "s").Create(t, k8s), testenv.Pod(ns, "s-1", "s").Create(t, k8s)}
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
 	waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
 
@@ -468,9 +457,9 @@ func waitForEvent(t *testing.T, ns, group, reason string) {
 func TestSpecChangesReplan(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	newGroup(ns, "s").topic("t", broker("b", 4, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(t)
-	newPod(ns, "s-0", "s").create(t)
-	newPod(ns, "s-1", "s").create(t)
+	testenv.Group(ns, "s").Topic("t", testenv.Broker("b", 4, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(t, k8s)
+	testenv.Pod(ns, "s-0", "s").Create(t, k8s)
+	testenv.Pod(ns, "s-1", "s").Create(t, k8s)
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(4))
 
 	// The operator writes the status meanwhile: an edit that loses the race is read and made again.
@@ -484,7 +473,7 @@ func TestSpecChangesReplan(t *testing.T) {
 	}
 	edit(func(g *v1alpha1.ConsumerGroup) {
 		g.Spec.Topics[0].Brokers[0].Queues = 6
-		g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "u", Brokers: []v1alpha1.Broker{broker("b", 2, "")}})
+		g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "u", Brokers: []v1alpha1.Broker{testenv.Broker("b", 2, "")}})
 	})
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
 	g := waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
@@ -496,7 +485,7 @@ func TestSpecChangesReplan(t *testing.T) {
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, func(p published) error {
 		// By circle over the sorted queues t/b/0-5, u/b/0-1: the first member takes every other queue.
 		want := "[t/b/0 t/b/2 t/b/4 u/b/0]"
-		if got := fmt.Sprint(p.queues["s-0"]); got != want {
+		if got := fmt.Sprint(p.Entries["s-0"].Queues); got != want {
 			return fmt.Errorf("s-0 holds %s, want %s", got, want)
 		}
 		return partitionOf(8)(p)

@@ -1,60 +1,59 @@
 package controllers
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
-	podmember "github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
-
-// HandoffAnnotation on the assignment ConfigMap holds the handoff state: queues taken from a pod that has
-// not yet acknowledged it, queues kept for departed members, and fenced pods. Keeping it there, beside the
-// plan it belongs to, lets a restarted operator resume a handoff where the last one stopped.
-const HandoffAnnotation = "messaging.consumergroup.io/handoff"
 
 // Defaults of spec.handoff, for groups written before the API server applied them.
-const (
-	defaultRevokeTimeout = 30 * time.Second
-)
+const defaultRevokeTimeout = 30 * time.Second
 
-// handoffState is what the operator remembers between passes about queues in flight.
+// handoffStateVersion is the format version of handoffState.
+const handoffStateVersion = 2
+
+// handoffState is the operator's bookkeeping of queues in flight, kept in the assignment ConfigMap's
+// protocol.HandoffAnnotation beside the entries it belongs to, so that a restarted operator resumes a
+// handoff where the last one stopped. It is a hint: when it is missing or cannot be trusted, the operator
+// works from the members' claims alone (see handoff).
 type handoffState struct {
-	// Revocations are queues taken from a pod still running, not yet given to anyone else.
+	Version int `json:"version"`
+	// Revocations are queues taken from a pod incarnation that has not yet acknowledged it. One with All
+	// set is a recovery: the operator lost track of what it had published, so until the incarnation
+	// acknowledges Generation it may be reading any queue.
 	Revocations []revocation `json:"revocations,omitempty"`
-	// Reserved are queues kept, unread, for a member that left, in case it returns.
+	// Reserved are queues kept, unread, for a member that left, in case it returns (restart grace).
 	Reserved []reservation `json:"reserved,omitempty"`
-	// Fenced are pods that did not acknowledge a revocation in time.
-	Fenced []fencedPod `json:"fenced,omitempty"`
+	// Fenced are revocations that timed out while their incarnation kept renewing its Lease.
+	Fenced []revocation `json:"fenced,omitempty"`
 }
 
+// revocation is a set of queues (or all of them) an incarnation releases by acknowledging Generation.
 type revocation struct {
 	Pod string    `json:"pod"`
 	UID types.UID `json:"uid"`
-	// Generation is the first generation that no longer lists the queues for the pod; the pod releases
-	// them by acknowledging it or any later one.
-	Generation int64                     `json:"generation"`
-	RevokedAt  time.Time                 `json:"revokedAt"`
-	Queues     []assignment.BrokerQueues `json:"queues"`
+	// Generation is the first generation that no longer gives the queues to the incarnation; 0 in a
+	// revocation handoff returns, for decide to stamp with the generation it publishes.
+	Generation int64                   `json:"generation"`
+	At         time.Time               `json:"at"`
+	Queues     []protocol.BrokerQueues `json:"queues,omitempty"`
+	All        bool                    `json:"all,omitempty"`
 }
 
 type reservation struct {
-	Member     string                    `json:"member"`
-	DepartedAt time.Time                 `json:"departedAt"`
-	Queues     []assignment.BrokerQueues `json:"queues"`
-}
-
-type fencedPod struct {
-	Pod        string    `json:"pod"`
-	UID        types.UID `json:"uid"`
-	Generation int64     `json:"generation"`
-	FencedAt   time.Time `json:"fencedAt"`
+	Member     string                  `json:"member"`
+	DepartedAt time.Time               `json:"departedAt"`
+	Queues     []protocol.BrokerQueues `json:"queues"`
 }
 
 func (s handoffState) empty() bool {
@@ -65,194 +64,428 @@ func (s handoffState) encode() string {
 	if s.empty() {
 		return ""
 	}
-	b, _ := json.Marshal(s)
+	s.Version = handoffStateVersion
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
 	return string(b)
 }
 
-func decodeHandoff(v string) handoffState {
+// decodeHandoff reads the handoff annotation. Anything it cannot read fully is an error: the caller then
+// trusts nothing the operator published.
+func decodeHandoff(raw string) (handoffState, error) {
 	var s handoffState
-	if v != "" {
-		// An unreadable state is treated as empty: revocations in it are lost, so the queues they held back
-		// are given out at once, which is what Immediate mode would have done.
-		_ = json.Unmarshal([]byte(v), &s)
+	if raw == "" {
+		return s, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return handoffState{}, fmt.Errorf("annotation %s: %w", protocol.HandoffAnnotation, err)
+	}
+	if s.Version != handoffStateVersion {
+		return handoffState{}, fmt.Errorf("annotation %s has version %d; this operator knows version %d", protocol.HandoffAnnotation, s.Version, handoffStateVersion)
+	}
+	var errs []error
+	for _, list := range [][]revocation{s.Revocations, s.Fenced} {
+		for _, r := range list {
+			if _, err := protocol.Expand(r.Queues); err != nil || r.Pod == "" || r.UID == "" || r.Generation <= 0 {
+				errs = append(errs, fmt.Errorf("annotation %s: revocation of pod %q is malformed", protocol.HandoffAnnotation, r.Pod))
+			}
+		}
+	}
+	for _, r := range s.Reserved {
+		if _, err := protocol.Expand(r.Queues); err != nil || r.Member == "" {
+			errs = append(errs, fmt.Errorf("annotation %s: reservation for member %q is malformed", protocol.HandoffAnnotation, r.Member))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return handoffState{}, err
+	}
+	return s, nil
+}
+
+// queueSet is a set of queues, or every queue.
+type queueSet struct {
+	all    bool
+	queues map[allocate.Queue]struct{}
+}
+
+func (s *queueSet) add(qs []allocate.Queue) {
+	if s.queues == nil {
+		s.queues = make(map[allocate.Queue]struct{}, len(qs))
+	}
+	for _, q := range qs {
+		s.queues[q] = struct{}{}
+	}
+}
+
+func (s *queueSet) addGroups(groups []protocol.BrokerQueues) {
+	qs, _ := protocol.Expand(groups) // decodeHandoff checked them
+	s.add(qs)
+}
+
+func (s queueSet) has(q allocate.Queue) bool {
+	if s.all {
+		return true
+	}
+	_, ok := s.queues[q]
+	return ok
+}
+
+// incarnation is one pod incarnation (pod name and UID) that may be reading queues: a member, a pod that
+// was one, or the holder of a Lease whose pod is gone.
+type incarnation struct {
+	pod string
+	uid types.UID
+	// exists is set while a pod of this name and UID exists; stopped when the kubelet reports that every
+	// container of it has terminated: evidence that no process of it reads anything.
+	exists, stopped bool
+	// lease is the Lease this incarnation holds; nil when it holds none.
+	lease *protocol.LeaseState
+}
+
+// stands reports whether the incarnation may still be reading: not stopped, and its Lease has not expired
+// by the operator's count (protocol.LeaseState.Stands). An incarnation without a Lease does not follow
+// the member protocol; it is taken to read while its pod exists.
+func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
+	if i.stopped {
+		return false
+	}
+	if i.lease != nil {
+		return i.lease.Stands(now, maxSkew)
+	}
+	return i.exists
+}
+
+func (i *incarnation) acked() int64 {
+	if i.lease == nil {
+		return 0
+	}
+	return i.lease.AckedGeneration
+}
+
+// aliveAt reports whether the incarnation showed it was alive at or after t: its Lease was renewed then, or,
+// without a Lease, its pod still exists.
+func (i *incarnation) aliveAt(t time.Time) bool {
+	if i.lease != nil {
+		return !i.lease.RenewTime.Before(t)
+	}
+	return i.exists
+}
+
+// claim is what the incarnation's Lease says it may be reading: every queue when the claim cannot be read;
+// nothing when it keeps no Lease or its Lease has no claim (a protocol-1 member), which leaves the operator
+// with what it published for it.
+func (i *incarnation) claim() queueSet {
+	var s queueSet
+	switch {
+	case i.lease == nil || !i.lease.HasClaim:
+	case i.lease.ClaimErr != nil:
+		s.all = true
+	default:
+		s.add(i.lease.Claim)
 	}
 	return s
 }
 
-// podPlan is one pod's published entry.
-type podPlan struct {
-	member string
-	queues []allocate.Queue
+// stoppedByKubelet reports whether the kubelet says no container of pod runs and each has terminated at
+// least once: no process of the pod can be reading. A pod that is only NotReady, or gone, proves nothing.
+func stoppedByKubelet(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, c := range statuses {
+		if c.State.Running != nil || c.State.Terminated == nil && c.LastTerminationState.Terminated == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // handoffInput is everything the handoff decision depends on.
 type handoffInput struct {
-	spec v1alpha1.Handoff
-	now  time.Time
-	// nextGeneration is the generation a changed plan is published at.
-	nextGeneration int64
-	// published is the plan in force, by pod name.
-	published map[string]podPlan
-	// target is the strategy's plan for the current members, by member id.
-	target  allocate.Plan
+	cooperative                          bool
+	revokeTimeout, restartGrace, maxSkew time.Duration
+	now                                  time.Time
+	// members are the incarnations that take part, sorted by pod; target is the strategy's plan for them.
 	members []member
-	state   handoffState
-	// pods maps the name of every pod that exists now, member or not, to its UID.
-	pods map[string]types.UID
-	// leases are the member Leases, by pod name.
-	leases map[string]podmember.LeaseState
+	target  allocate.Plan
+	// published are the entries in force, by pod name, and state the bookkeeping beside them; both count
+	// only when trusted.
+	published map[string]protocol.PublishedEntry
+	state     handoffState
+	trusted   bool
+	// incarnations are every incarnation that may be reading.
+	incarnations []*incarnation
 }
 
-// handoffResult is the plan to publish and the state to keep.
+// handoffResult is what each member may read now and what the operator keeps in mind.
 type handoffResult struct {
-	// plan is what each member pod may read now.
-	plan  map[string][]allocate.Queue
+	// entries are the queues each member may read, by pod name.
+	entries map[string][]allocate.Queue
+	// state is the bookkeeping to publish. Its new revocations have generation 0, for decide to stamp.
 	state handoffState
-	// fenced are the revocations that timed out in this pass.
+	// fenced are the revocations fenced in this pass, for events.
 	fenced []revocation
-	// withheld counts queues the target gives to a member that must wait for them.
-	withheld int
-	// revokedFromMembers counts the queues this pass takes from pods that stay members: each is a move
-	// that completes when the grant follows.
+	// withheld counts queues the target gives to a member that must wait for them; recovering counts the
+	// incarnations that have not yet acknowledged a recovery.
+	withheld, recovering int
+	// revokedFromMembers counts the queues taken from pods that stay members: each is a move that
+	// completes with the grant that follows.
 	revokedFromMembers int
+	// unreadableClaims name the Leases whose claims cannot be read.
+	unreadableClaims []string
 	// requeueAfter is when the next deadline falls; 0 when nothing waits on time.
 	requeueAfter time.Duration
 }
 
-// handoff turns the strategy's target into the plan that may be published now. In Cooperative mode a
-// queue whose owner changes is first taken from the old owner (a revocation) and given to the new owner
-// only once the old owner acknowledged a generation without it, its pod is gone, its Lease expired, or the
-// revoke timeout passed (the pod is then fenced). Queues kept for a departed member (restart grace) go to
-// nobody until it returns or the grace ends. Every plan it returns lists each queue at most once.
+// fencePoll is how often a revocation past its timeout is looked at again while its incarnation has not
+// yet shown it is alive, which renewals, not passes, tell.
+const fencePoll = time.Second
+
+// handoff turns the strategy's target into what may be published now. In Cooperative mode a queue goes to
+// a member only when no other incarnation that stands may be reading it: none claims it in its Lease, none
+// was given it in an entry it has not acknowledged away, none is in a recovery it has not acknowledged.
+// Queues leave their reader in one generation (a revocation) and reach the next in a later one. A
+// revocation ends when its incarnation acknowledges a generation without the queues, its claim stops
+// standing (stopped containers, or a Lease expired by the operator's count), or, while the incarnation
+// keeps renewing its Lease past revokeTimeout, when the operator fences it. When the published entries and
+// bookkeeping cannot be trusted, the operator knows only the claims: each incarnation keeps what it claims
+// and the target leaves it, and nothing else is given to anyone until every incarnation acknowledged the
+// generation published now (a recovery). Queues kept for a departed member (restart grace) go to nobody
+// until it returns or the grace ends. Every result lists each queue at most once.
 func handoff(in handoffInput) handoffResult {
-	res := handoffResult{plan: make(map[string][]allocate.Queue, len(in.members))}
-	cooperative := in.spec.Mode != v1alpha1.Immediate
-	timeout := durationOr(in.spec.RevokeTimeoutSeconds, defaultRevokeTimeout)
-	grace := durationOr(in.spec.RestartGraceSeconds, 0)
+	res := handoffResult{entries: make(map[string][]allocate.Queue, len(in.members))}
 	var deadlines []time.Time
-
-	isMember := make(map[string]bool, len(in.members))
-	for _, m := range in.members {
-		isMember[m.ID] = true
+	key := func(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
+	byKey := make(map[string]*incarnation, len(in.incarnations))
+	for _, i := range in.incarnations {
+		byKey[key(i.pod, i.uid)] = i
 	}
-	alive := func(pod string, uid types.UID) bool {
-		current, ok := in.pods[pod]
-		return ok && (uid == "" || current == uid)
+	standing := func(pod string, uid types.UID) *incarnation {
+		if i := byKey[key(pod, uid)]; i != nil && i.stands(in.now, in.maxSkew) {
+			return i
+		}
+		return nil
+	}
+	state := in.state
+	if !in.trusted {
+		state = handoffState{}
 	}
 
-	// Phase 1: settle earlier revocations. What is still pending holds its queues back.
-	blocked := map[allocate.Queue]bool{}
-	for _, r := range in.state.Revocations {
-		lease, hasLease := in.leases[r.Pod]
-		switch {
-		case hasLease && lease.AckedGeneration >= r.Generation:
-		case !alive(r.Pod, r.UID):
-		case hasLease && !lease.RenewTime.IsZero() && in.now.After(lease.RenewTime.Add(2*lease.Duration)):
-			// The member stops reading when it cannot renew; twice the duration allows for clock skew.
-		case !in.now.Before(r.RevokedAt.Add(timeout)):
-			res.fenced = append(res.fenced, r)
-			res.state.Fenced = append(res.state.Fenced, fencedPod{Pod: r.Pod, UID: r.UID, Generation: r.Generation, FencedAt: in.now})
-		default:
-			res.state.Revocations = append(res.state.Revocations, r)
-			qs, _ := assignment.ExpandAll(r.Queues)
-			for _, q := range qs {
-				blocked[q] = true
+	// Phase 1: settle earlier revocations; what is still pending holds its queues back.
+	pending := map[string]*queueSet{}
+	fencedQueues := map[string]*queueSet{}
+	for _, r := range state.Revocations {
+		i := standing(r.Pod, r.UID)
+		if i == nil || i.acked() >= r.Generation {
+			continue
+		}
+		deadline := r.At.Add(in.revokeTimeout)
+		if !in.now.Before(deadline) {
+			if i.aliveAt(deadline) {
+				// It kept renewing past the deadline without acknowledging: a stuck application. A member that
+				// stopped renewing instead stops reading on its own once its Lease expires, so it is waited for.
+				res.fenced = append(res.fenced, r)
+				res.state.Fenced = append(res.state.Fenced, revocation{Pod: r.Pod, UID: r.UID, Generation: r.Generation, At: in.now, Queues: r.Queues, All: r.All})
+				continue
 			}
-			deadlines = append(deadlines, r.RevokedAt.Add(timeout))
-			if hasLease && !lease.RenewTime.IsZero() {
-				deadlines = append(deadlines, lease.RenewTime.Add(2*lease.Duration))
+			deadlines = append(deadlines, in.now.Add(fencePoll))
+		} else {
+			deadlines = append(deadlines, deadline)
+		}
+		res.state.Revocations = append(res.state.Revocations, r)
+		if i.lease != nil {
+			deadlines = append(deadlines, i.lease.Expiry(in.maxSkew))
+		}
+	}
+	// A fenced incarnation stays listed until it catches up with a later generation or goes.
+	for _, f := range state.Fenced {
+		if i := standing(f.Pod, f.UID); i != nil && i.acked() < f.Generation {
+			res.state.Fenced = append(res.state.Fenced, f)
+		}
+	}
+	for _, list := range []struct {
+		revs []revocation
+		into map[string]*queueSet
+	}{{res.state.Revocations, pending}, {res.state.Fenced, fencedQueues}} {
+		for _, r := range list.revs {
+			k := key(r.Pod, r.UID)
+			if list.into[k] == nil {
+				list.into[k] = &queueSet{}
+			}
+			if r.All {
+				list.into[k].all = true
+			} else {
+				list.into[k].addGroups(r.Queues)
 			}
 		}
 	}
-	// A fenced pod stays listed until it catches up with a later generation or goes.
-	for _, f := range in.state.Fenced {
-		lease, hasLease := in.leases[f.Pod]
-		if alive(f.Pod, f.UID) && !(hasLease && lease.AckedGeneration >= f.Generation) {
-			res.state.Fenced = append(res.state.Fenced, f)
+	for _, r := range res.state.Revocations {
+		if r.All {
+			res.recovering++
 		}
 	}
 
 	// Phase 2: reservations for departed members, kept until they return or the grace ends.
+	isMember := make(map[string]bool, len(in.members))
+	for _, m := range in.members {
+		isMember[m.ID] = true
+	}
 	reservedFor := map[allocate.Queue]string{}
-	if grace > 0 {
+	if in.restartGrace > 0 && in.trusted {
 		reserved := map[string]bool{}
-		for _, r := range in.state.Reserved {
-			if isMember[r.Member] || !in.now.Before(r.DepartedAt.Add(grace)) {
+		for _, r := range state.Reserved {
+			if isMember[r.Member] || !in.now.Before(r.DepartedAt.Add(in.restartGrace)) {
 				continue
 			}
 			reserved[r.Member] = true
 			res.state.Reserved = append(res.state.Reserved, r)
-			deadlines = append(deadlines, r.DepartedAt.Add(grace))
+			deadlines = append(deadlines, r.DepartedAt.Add(in.restartGrace))
 		}
 		for _, pod := range slices.Sorted(mapKeys(in.published)) {
 			p := in.published[pod]
-			if isMember[p.member] || reserved[p.member] || len(p.queues) == 0 {
+			if isMember[p.Member] || reserved[p.Member] || len(p.Queues) == 0 {
 				continue
 			}
-			reserved[p.member] = true
-			res.state.Reserved = append(res.state.Reserved, reservation{Member: p.member, DepartedAt: in.now, Queues: assignment.Compact(p.queues)})
-			deadlines = append(deadlines, in.now.Add(grace))
+			reserved[p.Member] = true
+			res.state.Reserved = append(res.state.Reserved, reservation{Member: p.Member, DepartedAt: in.now, Queues: protocol.Compact(p.Queues)})
+			deadlines = append(deadlines, in.now.Add(in.restartGrace))
 		}
 		for _, r := range res.state.Reserved {
-			qs, _ := assignment.ExpandAll(r.Queues)
+			qs, _ := protocol.Expand(r.Queues)
 			for _, q := range qs {
 				reservedFor[q] = r.Member
 			}
 		}
 	}
 
-	// Phase 3: each member keeps what it has and the target leaves it, and gets what nobody may still read.
-	ownerPod := map[allocate.Queue]string{}
-	for pod, p := range in.published {
-		for _, q := range p.queues {
-			ownerPod[q] = pod
+	// Phase 3: what each incarnation that stands may be reading (held: its claim, and what it was
+	// published), what it was published and has not acknowledged away (pending), and whether the operator
+	// cannot know (unknown: a recovery it has not acknowledged, or a claim that cannot be read). Fenced
+	// queues no longer count.
+	type reader struct {
+		held      queueSet
+		unknown   bool
+		fencedAll bool
+	}
+	readers := map[string]*reader{}
+	holders := map[allocate.Queue][]string{}
+	var unknown []string
+	for _, i := range in.incarnations {
+		if !i.stands(in.now, in.maxSkew) {
+			continue
+		}
+		k := key(i.pod, i.uid)
+		r := &reader{held: i.claim()}
+		readers[k] = r
+		if r.held.all {
+			res.unreadableClaims = append(res.unreadableClaims, i.lease.Name)
+		}
+		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
+			r.held.add(e.Queues)
+		}
+		fenced := fencedQueues[k]
+		if r.fencedAll = fenced != nil && fenced.all; r.fencedAll {
+			continue
+		}
+		r.unknown = r.held.all || !in.trusted || pending[k] != nil && pending[k].all
+		if r.unknown {
+			unknown = append(unknown, k)
+		}
+		hold := func(q allocate.Queue) {
+			if fenced == nil || !fenced.has(q) {
+				holders[q] = append(holders[q], k)
+			}
+		}
+		for q := range r.held.queues {
+			hold(q)
+		}
+		if p := pending[k]; p != nil {
+			for q := range p.queues {
+				if !r.held.has(q) {
+					hold(q)
+				}
+			}
 		}
 	}
+	// A queue is blocked for a member while another incarnation holds it, or, unless the member itself
+	// holds it, while another one may hold anything: a queue someone claims cannot have been given to
+	// anyone else, since it was given only once its previous reader's claim let go of it.
+	blocked := func(q allocate.Queue, self string) bool {
+		for _, k := range holders[q] {
+			if k != self {
+				return true
+			}
+		}
+		if r := readers[self]; r != nil && r.held.has(q) {
+			return false
+		}
+		for _, k := range unknown {
+			if k != self {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Phase 4: each member gets what its target gives it and nobody else may be reading.
 	for _, m := range in.members {
+		self := key(m.Pod, m.UID)
 		var qs []allocate.Queue
 		for _, q := range in.target[m.ID] {
-			owner, owned := ownerPod[q]
-			switch {
-			case owned && owner == m.Pod:
-			case !cooperative && reservedFor[q] == "":
-			case reservedFor[q] != "", blocked[q]:
-				res.withheld++
-				continue
-			case owned && alive(owner, ""):
-				// The old owner still runs: it is revoked below, and this member waits.
+			if r := reservedFor[q]; r != "" && r != m.ID || in.cooperative && blocked(q, self) {
 				res.withheld++
 				continue
 			}
 			qs = append(qs, q)
 		}
-		res.plan[m.Pod] = qs
+		res.entries[m.Pod] = qs
 	}
 
-	// Phase 4: what running pods lost in this plan is revoked, to be released by their acknowledgement.
-	if cooperative {
-		for _, pod := range slices.Sorted(mapKeys(in.published)) {
-			uid, running := in.pods[pod]
-			if !running {
+	// Phase 5: what incarnations that stand lose now is revoked, to be released by their acknowledgement.
+	// Without trusted bookkeeping every one of them is in a recovery until it acknowledges this generation.
+	if in.cooperative {
+		memberPods := make(map[string]types.UID, len(in.members))
+		for _, m := range in.members {
+			memberPods[m.Pod] = m.UID
+		}
+		for _, i := range in.incarnations {
+			k := key(i.pod, i.uid)
+			r := readers[k]
+			switch {
+			case r == nil || r.fencedAll:
+				continue
+			case !in.trusted:
+				res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, All: true})
+				res.recovering++
+				deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
+				continue
+			case r.held.all:
 				continue
 			}
-			kept := map[allocate.Queue]bool{}
-			for _, q := range res.plan[pod] {
-				kept[q] = true
+			var kept queueSet
+			if uid, ok := memberPods[i.pod]; ok && uid == i.uid {
+				kept.add(res.entries[i.pod])
 			}
 			var lost []allocate.Queue
-			for _, q := range in.published[pod].queues {
-				if !kept[q] {
+			for q := range r.held.queues {
+				if !kept.has(q) && (pending[k] == nil || !pending[k].has(q)) && (fencedQueues[k] == nil || !fencedQueues[k].has(q)) {
 					lost = append(lost, q)
 				}
 			}
-			if _, stays := res.plan[pod]; stays {
+			if len(lost) == 0 {
+				continue
+			}
+			if uid, ok := memberPods[i.pod]; ok && uid == i.uid {
 				res.revokedFromMembers += len(lost)
 			}
-			if len(lost) > 0 {
-				res.state.Revocations = append(res.state.Revocations, revocation{
-					Pod: pod, UID: uid, Generation: in.nextGeneration, RevokedAt: in.now, Queues: assignment.Compact(lost)})
-				deadlines = append(deadlines, in.now.Add(timeout))
-			}
+			res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, Queues: protocol.Compact(lost)})
+			deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
 		}
 	}
 
@@ -266,15 +499,12 @@ func handoff(in handoffInput) handoffResult {
 
 // sortState orders the state so that the same state always encodes to the same annotation.
 func sortState(s *handoffState) {
-	slices.SortFunc(s.Revocations, func(a, b revocation) int {
-		if a.Generation != b.Generation {
-			return int(a.Generation - b.Generation)
-		}
-		return strings.Compare(a.Pod, b.Pod)
-	})
+	byPod := func(a, b revocation) int {
+		return cmp.Or(cmp.Compare(a.Generation, b.Generation), strings.Compare(a.Pod, b.Pod), strings.Compare(string(a.UID), string(b.UID)))
+	}
+	slices.SortFunc(s.Revocations, byPod)
+	slices.SortFunc(s.Fenced, byPod)
 	slices.SortFunc(s.Reserved, func(a, b reservation) int { return strings.Compare(a.Member, b.Member) })
-	slices.SortFunc(s.Fenced, func(a, b fencedPod) int { return strings.Compare(a.Pod, b.Pod) })
-	s.Fenced = slices.CompactFunc(s.Fenced, func(a, b fencedPod) bool { return a.Pod == b.Pod })
 }
 
 func durationOr(seconds *int32, def time.Duration) time.Duration {
@@ -292,29 +522,4 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-// liveMembers drops the members whose Lease has expired: a member pod that keeps a Lease stops reading
-// when it cannot renew it, so its queues must go to others, even though its pod may still look Ready.
-// Pods without a Lease (consumers that do not use the member protocol) stay members while Ready. It
-// returns when the earliest remaining Lease expires, for the reconciler to look again then: renewals do
-// not trigger a pass.
-func liveMembers(members []member, leases map[string]podmember.LeaseState, now time.Time) ([]member, time.Time) {
-	live := members[:0:0]
-	var nextExpiry time.Time
-	for _, m := range members {
-		lease, ok := leases[m.Pod]
-		if !ok || lease.RenewTime.IsZero() {
-			live = append(live, m)
-			continue
-		}
-		if !lease.Live(now) {
-			continue
-		}
-		live = append(live, m)
-		if expiry := lease.RenewTime.Add(lease.Duration); nextExpiry.IsZero() || expiry.Before(nextExpiry) {
-			nextExpiry = expiry
-		}
-	}
-	return live, nextExpiry
 }

@@ -1,3 +1,5 @@
+//go:build envtest
+
 package controllers
 
 import (
@@ -13,7 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // BenchmarkCooperativeJoin measures, on a real API server, a member joining a Cooperative group of 10
@@ -29,15 +32,15 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 	stop := startManager(b, ns)
 	defer stop()
 	cs := newClientset(b)
-	own := newOwnership()
-	cooperativeGroup(ns, "j", queues, 30).create(b)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "j", queues, 30).Create(b, k8s)
 	for i := range members {
-		startSimMember(b, cs, "j", newPod(ns, fmt.Sprintf("j-%d", i), "j").onNode("n").create(b), own)
+		startSimMember(b, "j", testenv.Pod(ns, fmt.Sprintf("j-%d", i), "j").OnNode("n").Create(b, k8s), own)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", AssignmentName("j")).String()})
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", protocol.AssignmentName("j")).String()})
 	must(b, err)
 	defer w.Stop()
 	type sighting struct {
@@ -60,7 +63,7 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 				if s.listed.IsZero() {
 					s.listed = now
 				}
-				if e, _, err := assignment.Decode([]byte(value)); err == nil && len(e.Queues) > 0 {
+				if e, _, err := protocol.DecodeEntry([]byte(value)); err == nil && len(e.Queues) > 0 {
 					s.granted = now
 					out <- s
 					return
@@ -75,13 +78,13 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		b.StopTimer()
 		name := fmt.Sprintf("j-new-%d", i)
 		seen := watchJoin(name)
-		p := newPod(ns, name, "j").onNode("n").notReady().create(b)
-		m := startSimMember(b, cs, "j", p, own)
+		p := testenv.Pod(ns, name, "j").OnNode("n").NotReady().Create(b, k8s)
+		m := startSimMember(b, "j", p, own)
 		b.StartTimer()
 
 		start := time.Now()
-		setPodReady(b, p, true)
-		for len(m.client.Current().Queues) == 0 {
+		testenv.SetReady(b, k8s, p, true)
+		for len(m.Client.Current().Queues) == 0 {
 			time.Sleep(time.Millisecond)
 		}
 		firstQueue = append(firstQueue, time.Since(start))
@@ -92,10 +95,10 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		// Leave again, drained, so that every iteration joins a group of the same size.
 		must(b, k8s.Delete(context.Background(), p))
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := m.client.Drain(dctx)
+		err := m.Client.Drain(dctx)
 		dcancel()
 		must(b, err)
-		m.stop()
+		m.Stop()
 		must(b, client.IgnoreNotFound(k8s.Delete(context.Background(), p, client.GracePeriodSeconds(0))))
 		// Wait for the group to settle at 10 members, and for the watch goroutine of this iteration to end.
 		for getGroup(b, ns, "j").Status.MemberCount != members {
@@ -104,8 +107,8 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	if len(own.violations) > 0 {
-		b.Fatalf("queues had two readers at once: %v", own.violations)
+	if len(own.Violations()) > 0 {
+		b.Fatalf("queues had two readers at once: %v", own.Violations())
 	}
 	slices.Sort(firstQueue)
 	slices.Sort(handoffs)

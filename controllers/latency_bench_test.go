@@ -1,3 +1,5 @@
+//go:build envtest
+
 package controllers
 
 import (
@@ -17,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // writeCounter counts the requests that change something on the API server.
@@ -55,14 +59,14 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	newGroup(ns, "lat").topic("t", broker("a", 256, ""), broker("b", 256, "")).strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).create(b)
+	testenv.Group(ns, "lat").Topic("t", testenv.Broker("a", 256, ""), testenv.Broker("b", 256, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(b, k8s)
 	pods := make([]*corev1.Pod, members)
 	for i := range pods {
-		pods[i] = newPod(ns, fmt.Sprintf("lat-%03d", i), "lat").create(b)
+		pods[i] = testenv.Pod(ns, fmt.Sprintf("lat-%03d", i), "lat").Create(b, k8s)
 	}
 
 	clientset := kubernetes.NewForConfigOrDie(restConfig)
-	w, err := clientset.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", AssignmentName("lat")).String()})
+	w, err := clientset.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", protocol.AssignmentName("lat")).String()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		p := pods[i%members]
 		i++
 		b.StopTimer()
-		setPodReady(b, p, false)
+		testenv.SetReady(b, k8s, p, false)
 		waitFor(p.Name, false)
 		// The status write and event of the rebalance that removed the pod must not count against the next.
 		time.Sleep(100 * time.Millisecond)
@@ -102,7 +106,7 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		b.StartTimer()
 
 		start := time.Now()
-		setPodReady(b, p, true)
+		testenv.SetReady(b, k8s, p, true)
 		waitFor(p.Name, true)
 		latencies = append(latencies, time.Since(start))
 

@@ -1,3 +1,5 @@
+//go:build envtest
+
 package controllers
 
 import (
@@ -11,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // TestOperatorRunsWithItsGeneratedRole runs the operator as a ServiceAccount bound to nothing but the
@@ -38,9 +42,9 @@ func TestOperatorRunsWithItsGeneratedRole(t *testing.T) {
 	saConfig.Impersonate = rest.ImpersonationConfig{UserName: fmt.Sprintf("system:serviceaccount:%s:operator", ns)}
 	startManagerAs(t, ns, saConfig)
 
-	newGroup(ns, "rbac").topic("t", broker("b", 6, "")).create(t)
-	newPod(ns, "rbac-0", "rbac").create(t)
-	p1 := newPod(ns, "rbac-1", "rbac").create(t)
+	testenv.Group(ns, "rbac").Topic("t", testenv.Broker("b", 6, "")).Create(t, k8s)
+	testenv.Pod(ns, "rbac-0", "rbac").Create(t, k8s)
+	p1 := testenv.Pod(ns, "rbac-1", "rbac").Create(t, k8s)
 	waitForAssignment(t, ns, "rbac", []string{"rbac-0", "rbac-1"}, partitionOf(6))
 	waitForCondition(t, ns, "rbac", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
 	waitForEvent(t, ns, "rbac", EventRebalanced)

@@ -3,6 +3,12 @@ package controllers
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	podmember "github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
@@ -43,8 +49,9 @@ func selectorIndexValues(o client.Object) []string {
 }
 
 // SetupWithManager registers the reconciler and its watches: groups (spec changes), the ConfigMaps they
-// own (restored when edited or deleted), pods (mapped to the groups whose selector matches them) and
-// nodes (a zone label change re-plans the groups with members on that node).
+// own (restored when edited or deleted), pods (mapped to the groups whose selector matches them), member
+// Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
+// members on that node).
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
 		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
@@ -66,7 +73,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
-			builder.WithPredicates(ackChanged())).
+			builder.WithPredicates(claimChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
 		Complete(r)
@@ -121,7 +128,7 @@ func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Ob
 
 // groupOfLease maps a member's Lease to its group, named by the Lease's group label.
 func groupOfLease(_ context.Context, o client.Object) []reconcile.Request {
-	group := o.GetLabels()[v1alpha1.GroupLabel]
+	group := o.GetLabels()[protocol.GroupLabel]
 	if group == "" {
 		return nil
 	}
@@ -149,13 +156,87 @@ func zoneChanged() predicate.Predicate {
 	}
 }
 
-// ackChanged passes Lease events that can settle a handoff: a Lease created or deleted, or its acknowledged
-// generation changed. Renewals, every few seconds per member, are not passed; expiry is a deadline the
-// reconciler requeues for.
-func ackChanged() predicate.Predicate {
+// claimChanged passes Lease events that can settle a handoff: a Lease created or deleted, or its
+// acknowledged generation, its claim or its holder changed. Renewals, every few seconds per member, are
+// not passed; expiry is a deadline the reconciler requeues for.
+func claimChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetAnnotations()[podmember.AckedGenerationAnnotation] != e.ObjectNew.GetAnnotations()[podmember.AckedGenerationAnnotation]
+			before, after := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			return before[protocol.AckedGenerationAnnotation] != after[protocol.AckedGenerationAnnotation] ||
+				before[protocol.ClaimAnnotation] != after[protocol.ClaimAnnotation] ||
+				!equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
 		},
 	}
+}
+
+// groupsSelecting lists the groups in pod's namespace whose selector matches pod's labels.
+func groupsSelecting(groups []v1alpha1.ConsumerGroup, podLabels map[string]string) []types.NamespacedName {
+	var out []types.NamespacedName
+	for i := range groups {
+		selector, err := metav1.LabelSelectorAsSelector(&groups[i].Spec.Selector)
+		if err != nil || !selector.Matches(labels.Set(podLabels)) {
+			continue
+		}
+		out = append(out, types.NamespacedName{Namespace: groups[i].Namespace, Name: groups[i].Name})
+	}
+	return out
+}
+
+// CacheByObject restricts the manager's cache to what the reconciler reads: the ConfigMaps the operator
+// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), and pods
+// stripped of the fields it never looks at.
+func CacheByObject() map[client.Object]cache.ByObject {
+	memberLease, err := labels.NewRequirement(protocol.GroupLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{protocol.ManagedByLabel: protocol.ManagedByValue})},
+		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
+		&corev1.Pod{}:           {Transform: StripPod},
+	}
+}
+
+// StripPod is a cache transform that keeps of a pod only what membership, identity, zone, weight and the
+// handoff read: name, namespace, UID, labels, annotations, owner, deletion, node, phase, the Ready
+// condition and whether each container runs or has terminated. Container specs, volumes and managed
+// fields are most of a pod's size, and an operator that watches every pod of a cluster would otherwise
+// hold them all in memory.
+func StripPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	stripped := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		Spec:     corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status:   corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+	stripped.ObjectMeta = *pod.ObjectMeta.DeepCopy()
+	stripped.ManagedFields = nil
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			stripped.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	strip := func(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+		out := make([]corev1.ContainerStatus, len(statuses))
+		for i, c := range statuses {
+			out[i] = corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount}
+			if c.State.Running != nil {
+				out[i].State.Running = &corev1.ContainerStateRunning{}
+			}
+			if c.State.Terminated != nil {
+				out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.State.Terminated.ExitCode}
+			}
+			if c.LastTerminationState.Terminated != nil {
+				out[i].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.LastTerminationState.Terminated.ExitCode}
+			}
+		}
+		return out
+	}
+	stripped.Status.ContainerStatuses = strip(pod.Status.ContainerStatuses)
+	stripped.Status.InitContainerStatuses = strip(pod.Status.InitContainerStatuses)
+	return stripped, nil
 }

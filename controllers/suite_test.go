@@ -1,3 +1,5 @@
+//go:build envtest
+
 package controllers
 
 import (
@@ -33,6 +35,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // The package shares one real API server (etcd + kube-apiserver) across its tests; each test works in a
@@ -77,6 +80,9 @@ func newNamespace(t *testing.T) string {
 	return name
 }
 
+// testClockSkew is the clock skew the tests' operator and members allow for: one API server, one clock.
+const testClockSkew = 500 * time.Millisecond
+
 // startManager runs the operator scoped to namespace until the test ends or stop is called.
 func startManager(t testing.TB, namespace string) (stop func()) {
 	t.Helper()
@@ -97,9 +103,11 @@ func startManagerAs(t testing.TB, namespace string, cfg *rest.Config) (stop func
 	})
 	must(t, err)
 	r := &ConsumerGroupReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("consumergroup-operator"),
-		Clock:    clock.RealClock{},
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("consumergroup-operator"),
+		Clock:        clock.RealClock{},
+		MaxClockSkew: testClockSkew,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	must(t, r.SetupWithManager(ctx, mgr))
@@ -156,9 +164,15 @@ func eventually(t testing.TB, timeout time.Duration, check func() error) {
 
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Must(t, err)
+}
+
+func createNode(t testing.TB, name, zone string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ZoneLabel: zone}}}
+	must(t, k8s.Create(context.Background(), n))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	return n
 }
 
 // getGroup reads a group.
@@ -173,7 +187,7 @@ func getGroup(t testing.TB, ns, name string) *v1alpha1.ConsumerGroup {
 func getAssignment(t testing.TB, ns, group string) *corev1.ConfigMap {
 	t.Helper()
 	var cm corev1.ConfigMap
-	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: AssignmentName(group)}, &cm)
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: protocol.AssignmentName(group)}, &cm)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

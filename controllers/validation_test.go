@@ -1,3 +1,5 @@
+//go:build envtest
+
 package controllers
 
 import (
@@ -9,13 +11,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // TestValidationRejectsBadSpecs checks each OpenAPI and CEL rule of the CRD against the real API server:
 // the bad spec is refused, with a message that names the field.
 func TestValidationRejectsBadSpecs(t *testing.T) {
 	ns := newNamespace(t)
-	valid := func() *groupBuilder { return newGroup(ns, "v").topic("t", broker("b", 4, "")) }
+	valid := func() *testenv.GroupWrapper { return testenv.Group(ns, "v").Topic("t", testenv.Broker("b", 4, "")) }
 	cases := []struct {
 		name   string
 		mutate func(*v1alpha1.ConsumerGroup)
@@ -24,7 +27,7 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"empty selector", func(g *v1alpha1.ConsumerGroup) { g.Spec.Selector = metav1.LabelSelector{} }, "spec.selector"},
 		{"duplicate topic", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics = append(g.Spec.Topics, g.Spec.Topics[0]) }, "spec.topics[1]: Duplicate value"},
 		{"duplicate broker", func(g *v1alpha1.ConsumerGroup) {
-			g.Spec.Topics[0].Brokers = append(g.Spec.Topics[0].Brokers, broker("b", 2, ""))
+			g.Spec.Topics[0].Brokers = append(g.Spec.Topics[0].Brokers, testenv.Broker("b", 2, ""))
 		}, "spec.topics[0].brokers[1]: Duplicate value"},
 		{"negative queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = -1 }, "spec.topics[0].brokers[0].queues"},
 		{"too many queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = 70000 }, "spec.topics[0].brokers[0].queues"},
@@ -54,7 +57,7 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := valid().obj()
+			g := valid().Obj()
 			tc.mutate(g)
 			err := k8s.Create(context.Background(), g)
 			if err == nil {
@@ -66,5 +69,5 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		})
 	}
 	// The valid base spec is accepted, so each failure above comes from its own mutation.
-	must(t, k8s.Create(context.Background(), valid().obj()))
+	must(t, k8s.Create(context.Background(), valid().Obj()))
 }

@@ -4,16 +4,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Annotation and label keys the operator reads on pods and writes on the objects it owns.
+// Annotations the operator reads on member pods. The keys of the objects it writes for the pods to read
+// belong to the member protocol, in pkg/protocol.
 const (
 	// ZoneAnnotation on a pod overrides the zone taken from its node's topology.kubernetes.io/zone label.
 	ZoneAnnotation = "messaging.consumergroup.io/zone"
 	// WeightAnnotation on a pod sets its weight for weight-aware strategies: a whole number from 1 to 1000.
 	WeightAnnotation = "messaging.consumergroup.io/weight"
-	// GroupLabel on an owned ConfigMap names the ConsumerGroup it publishes.
-	GroupLabel = "messaging.consumergroup.io/group"
-	// GenerationAnnotation on the assignment ConfigMap holds the assignment generation it publishes.
-	GenerationAnnotation = "messaging.consumergroup.io/assignment-generation"
 )
 
 // MessageModel says whether the group's members share the queues or each read all of them.

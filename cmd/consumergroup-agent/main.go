@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 func main() {
@@ -45,7 +46,7 @@ func main() {
 func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on; keep it on localhost")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; the pod's service account when empty")
-	leaseDuration := fs.Duration("lease-duration", member.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it")
+	leaseDuration := fs.Duration("lease-duration", protocol.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it")
 	autoAck := fs.Bool("auto-ack", false, "acknowledge each assignment as soon as it is read, for consumers that never call /v1/ack")
 	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")
 	maxPoll := fs.Duration("max-poll-timeout", 5*time.Minute, "longest timeout a long-poll may ask for")

@@ -15,15 +15,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // One real API server for the package's tests; each test works in a namespace of its own.
@@ -121,36 +121,18 @@ func (a agent) call(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
+// publish writes the group's assignment as the operator would; the agent's own pod's entry names its UID.
 func (a agent) publish(generation int64, entries map[string][]member.Queue) {
 	a.t.Helper()
-	data := map[string]string{}
+	pa := testenv.Assignment{Namespace: a.ns, Group: a.group, GroupUID: "group-uid", Generation: generation, Entries: map[string]testenv.PodQueues{}}
 	for pod, qs := range entries {
-		v, err := assignment.Encode(pod, generation, qs)
-		if err != nil {
-			a.t.Fatal(err)
+		var uid types.UID
+		if p, err := cs.CoreV1().Pods(a.ns).Get(context.Background(), pod, metav1.GetOptions{}); err == nil {
+			uid = p.UID
 		}
-		data[pod] = string(v)
+		pa.Entries[pod] = testenv.PodQueues{UID: uid, Queues: qs}
 	}
-	ctx := context.Background()
-	cms := cs.CoreV1().ConfigMaps(a.ns)
-	cm, err := cms.Get(ctx, member.AssignmentConfigMapName(a.group), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: member.AssignmentConfigMapName(a.group)}}
-		err = nil
-	}
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	cm.Annotations = map[string]string{member.GenerationAnnotation: fmt.Sprint(generation)}
-	cm.Data = data
-	if cm.ResourceVersion == "" {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-	} else {
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		a.t.Fatal(err)
-	}
+	testenv.Publish(a.t, cs, pa)
 }
 
 func orders(ids ...int32) []member.Queue {
@@ -223,11 +205,11 @@ func TestAgentHTTPAPI(t *testing.T) {
 		t.Fatalf("POST /v1/ack 2: %d %v", code, acked)
 	}
 	eventually(t, func() error {
-		lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), member.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
+		lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), protocol.LeaseName("orders", "consumer-0"), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if v := lease.Annotations[member.AckedGenerationAnnotation]; v != "2" {
+		if v := lease.Annotations[protocol.AckedGenerationAnnotation]; v != "2" {
 			return fmt.Errorf("acked annotation %q, want 2", v)
 		}
 		return nil

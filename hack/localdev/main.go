@@ -54,6 +54,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // The demo's nodes, one per zone of the Sticky sample's brokers.
@@ -190,7 +191,7 @@ The operator is running (its log: %s). In another terminal:
   hack/scale.sh 2      # two
 
 Ctrl-C stops the operator and the control plane.
-`, logPath, kubeconfigPath, mustAbs(assets), controllers.AssignmentName(groupName(sample)))
+`, logPath, kubeconfigPath, mustAbs(assets), protocol.AssignmentName(groupName(sample)))
 
 	go show(ctx, cfg, kubectl, kubeconfigPath, namespace, groupName(sample))
 	// Until ctx ends or a manager fails; then wait for both managers and the member clients to stop
@@ -446,7 +447,7 @@ func show(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig, namespace,
 		fmt.Fprintln(os.Stderr, "watching the assignment:", err)
 		return
 	}
-	cmName := controllers.AssignmentName(group)
+	cmName := protocol.AssignmentName(group)
 	var printed, shownStatus int64
 	for ctx.Err() == nil {
 		w, err := wc.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(namespace),
@@ -469,7 +470,7 @@ func show(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig, namespace,
 				if !isCM {
 					continue
 				}
-				gen, _ := strconv.ParseInt(cm.Annotations[v1alpha1.GenerationAnnotation], 10, 64)
+				gen, _ := strconv.ParseInt(cm.Annotations[protocol.GenerationAnnotation], 10, 64)
 				if gen <= printed {
 					continue
 				}

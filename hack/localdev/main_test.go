@@ -18,7 +18,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // TestDemo runs what `make run` runs without a cluster, and does what the README tells the reader to do:
@@ -109,7 +109,7 @@ func expectMembers(t *testing.T, done <-chan error, c client.Client, n int) {
 		owner := map[allocate.Queue]string{}
 		for pod, value := range cm.Data {
 			keys = append(keys, pod)
-			_, queues, err := assignment.Decode([]byte(value))
+			_, queues, err := protocol.DecodeEntry([]byte(value))
 			if err != nil {
 				return fmt.Errorf("entry of %s: %w", pod, err)
 			}

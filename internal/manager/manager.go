@@ -64,9 +64,10 @@ func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, nam
 // Setup registers the controller and the health checks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	r := &controllers.ConsumerGroupReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("consumergroup-operator"),
-		Clock:    clock.RealClock{},
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("consumergroup-operator"),
+		Clock:     clock.RealClock{},
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

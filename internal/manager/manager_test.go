@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 var (
@@ -112,7 +112,7 @@ func readyPod(t *testing.T, ns, name string) {
 
 func members(ns string) int {
 	var cm corev1.ConfigMap
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controllers.AssignmentName("g")}, &cm); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: protocol.AssignmentName("g")}, &cm); err != nil {
 		return -1
 	}
 	return len(cm.Data)

@@ -11,10 +11,9 @@ import (
 )
 
 // strategyCache keeps each group's strategy between passes, so that a strategy that can reuse work from
-// its last plan does: ConsistentHash keeps the ring positions of queues and members (MD5 is most of its
-// cost), Sticky its working arrays. It holds nothing a plan depends on: a restarted operator computes the
-// same plans, only the first one slower. The work queue never runs two passes of one group at once, so
-// each cached strategy is used by one pass at a time.
+// its last plan does (pkg/allocate says which: ConsistentHash keeps its ring hashes). It holds nothing a
+// plan depends on: a restarted operator computes the same plans, only the first one slower. The work queue
+// never runs two passes of one group at once, so each cached strategy is used by one pass at a time.
 type strategyCache struct {
 	mu      sync.Mutex
 	byGroup map[types.NamespacedName]cachedStrategy
@@ -26,27 +25,25 @@ type cachedStrategy struct {
 	strategy allocate.Strategy
 }
 
-// get returns group's strategy, built anew when the spec's strategy changed. A nil cache builds one for
-// every call.
+// get returns group's strategy, built anew when the spec's strategy changed.
 func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
-	if c == nil {
-		return strategyFor(&group.Spec.Strategy)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
 	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
 		return cached.strategy, nil
 	}
-	s, prob := strategyFor(&group.Spec.Strategy)
-	if prob != nil {
-		return nil, prob
+	s := &group.Spec.Strategy
+	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
+	strategy, err := allocate.New(allocate.Name(s.Type), s.Params(true))
+	if err != nil {
+		return nil, strategyProblem(s, ReasonInvalidStrategyParameters, err)
 	}
 	if c.byGroup == nil {
 		c.byGroup = map[types.NamespacedName]cachedStrategy{}
 	}
-	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), strategy: s}
-	return s, nil
+	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *s.DeepCopy(), strategy: strategy}
+	return strategy, nil
 }
 
 // forget drops a deleted group's strategy.

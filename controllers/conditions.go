@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+)
+
+// Condition types: Ready (the published assignment follows the spec and the members), Degraded (a new
+// assignment cannot be computed; the last good one stays), Progressing (queues wait for a handoff), Fenced
+// (a member missed its revoke timeout and its queues were handed on) and Tampered (objects the operator
+// wrote, or a member's claim, were deleted or edited, and the operator holds queues back until it knows
+// again who reads what).
+const (
+	ConditionReady       = "Ready"
+	ConditionDegraded    = "Degraded"
+	ConditionProgressing = "Progressing"
+	ConditionFenced      = "Fenced"
+	ConditionTampered    = "Tampered"
+)
+
+// Reasons of healthy and in-flight states.
+const (
+	ReasonAssigned          = "Assigned"
+	ReasonNoMembers         = "NoMembers"
+	ReasonHealthy           = "Healthy"
+	ReasonHandoffInProgress = "HandoffInProgress"
+	ReasonStable            = "Stable"
+	ReasonRevokeTimeout     = "RevokeTimeout"
+	ReasonNoneFenced        = "NoneFenced"
+	ReasonIntact            = "Intact"
+)
+
+// Reasons for problems with the group's input: each keeps the published assignment in place.
+const (
+	ReasonInvalidSelector           = "InvalidSelector"
+	ReasonInvalidMemberAnnotation   = "InvalidMemberAnnotation"
+	ReasonDuplicateMemberID         = "DuplicateMemberID"
+	ReasonInvalidStrategyParameters = "InvalidStrategyParameters"
+	ReasonAllocationFailed          = "AllocationFailed"
+	ReasonAssignmentTooLarge        = "AssignmentTooLarge"
+)
+
+// Reasons for Tampered, which are also the reasons of the Warning events that report it.
+const (
+	ReasonAssignmentDeleted = "AssignmentDeleted"
+	ReasonAssignmentEdited  = "AssignmentEdited"
+	ReasonClaimUnreadable   = "ClaimUnreadable"
+)
+
+// Event reasons that are not condition reasons.
+const (
+	EventRebalanced   = "Rebalanced"
+	EventMemberFenced = "MemberFenced"
+	EventRestored     = "AssignmentRestored"
+)
+
+// problem is a reason the operator cannot publish a new assignment. Reason is one CamelCase word for
+// conditions and events; Message says what to fix.
+type problem struct {
+	Reason  string
+	Message string
+}
+
+func (p *problem) Error() string { return p.Reason + ": " + p.Message }
+
+// maxStatusMembers is how many member lines the status holds at most (the CRD's MaxItems): past it the
+// status of a very large group would not fit the object.
+const maxStatusMembers = 4096
+
+// statusFor computes the group's status from the decision of this pass. It starts from the current status
+// so that condition transition times move only when a condition flips.
+func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1alpha1.ConsumerGroupStatus {
+	status := *group.Status.DeepCopy()
+	status.ObservedGeneration = group.Generation
+	// Never back: the generation is reserved here before it is published, so that a ConfigMap deleted
+	// later comes back above anything a member may have seen.
+	status.AssignmentGeneration = max(d.generation, group.Status.AssignmentGeneration)
+	status.AssignmentConfigMap = ""
+	status.Members = nil
+	status.LastRebalanceTime = nil
+	if d.generation > 0 && d.published {
+		status.AssignmentConfigMap = assignmentName(group)
+		if !d.rebalancedAt.IsZero() {
+			t := metav1.NewTime(d.rebalancedAt)
+			status.LastRebalanceTime = &t
+		}
+	}
+
+	// Member lines and counts describe what is published, which is what the pods act on.
+	queues := 0
+	for _, pod := range slices.Sorted(mapKeys(d.entries)) {
+		e := d.entries[pod]
+		line := v1alpha1.MemberStatus{ID: e.Member, Pod: pod, Queues: int32(len(e.Queues))}
+		if lease, ok := d.memberLeases[pod]; ok {
+			acked := lease.AckedGeneration
+			line.AckedGeneration = &acked
+		}
+		status.Members = append(status.Members, line)
+		queues += len(e.Queues)
+	}
+	slices.SortFunc(status.Members, func(a, b v1alpha1.MemberStatus) int { return strings.Compare(a.ID, b.ID) })
+	status.MemberCount = int32(len(status.Members))
+	if len(status.Members) > maxStatusMembers {
+		status.Members = status.Members[:maxStatusMembers]
+	}
+	status.QueueCount = int32(d.queueCount)
+	if d.problem != nil {
+		// The spec could not be planned: count the queues the published assignment holds.
+		status.QueueCount = int32(queues)
+	}
+
+	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message,
+			ObservedGeneration: group.Generation, LastTransitionTime: now})
+	}
+	healthy := "The assignment follows the spec and the members"
+	switch {
+	case d.problem != nil:
+		msg := d.problem.Message
+		if d.generation > 0 {
+			msg += fmt.Sprintf("; assignment generation %d stays published", d.generation)
+		}
+		set(ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
+		set(ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
+	case len(d.members) == 0:
+		set(ConditionReady, metav1.ConditionFalse, ReasonNoMembers, "No Running and Ready pod matches spec.selector")
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthy)
+	default:
+		set(ConditionReady, metav1.ConditionTrue, ReasonAssigned,
+			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", d.generation, d.queueCount, len(d.members)))
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthy)
+	}
+
+	h := d.handoff
+	if len(h.state.Revocations) > 0 || h.withheld > 0 {
+		var pods []string
+		for _, r := range h.state.Revocations {
+			pods = append(pods, fmt.Sprintf("%s (generation %d)", r.Pod, r.Generation))
+		}
+		msg := fmt.Sprintf("%d queues wait for their previous reader to let go", h.withheld)
+		if len(pods) > 0 {
+			msg += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
+		}
+		set(ConditionProgressing, metav1.ConditionTrue, ReasonHandoffInProgress, msg)
+	} else {
+		set(ConditionProgressing, metav1.ConditionFalse, ReasonStable, "No queue is waiting for a handoff")
+	}
+	if len(h.state.Fenced) > 0 {
+		var pods []string
+		for _, f := range h.state.Fenced {
+			pods = append(pods, f.Pod)
+		}
+		set(ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout, fmt.Sprintf(
+			"Pods %s did not acknowledge a revocation within spec.handoff.revokeTimeoutSeconds while they kept renewing their Lease; their queues were handed on. Such a pod must stop reading the queues its entry no longer lists",
+			strings.Join(slices.Compact(pods), ", ")))
+	} else {
+		set(ConditionFenced, metav1.ConditionFalse, ReasonNoneFenced, "Every member acknowledged its revocations in time")
+	}
+	switch {
+	case d.tampered != nil:
+		set(ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
+	case h.recovering > 0:
+		// Keep the reason of the finding while members catch up with the generation that repaired it.
+		old := meta.FindStatusCondition(group.Status.Conditions, ConditionTampered)
+		reason, msg := ReasonAssignmentEdited, ""
+		if old != nil && old.Status == metav1.ConditionTrue {
+			reason, msg = old.Reason, old.Message+"; "
+		}
+		set(ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
+			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", h.recovering))
+	default:
+		set(ConditionTampered, metav1.ConditionFalse, ReasonIntact, "The objects the operator wrote and the members' claims are as written")
+	}
+	return status
+}

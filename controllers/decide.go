@@ -1,0 +1,476 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// decideEnv is what a decision depends on besides the group and the world: the time, how far clocks may
+// differ, and the group's strategy (or why it cannot be built).
+type decideEnv struct {
+	now             time.Time
+	maxSkew         time.Duration
+	strategy        allocate.Strategy
+	strategyProblem *problem
+}
+
+// decision is what one pass does and what is in force afterwards.
+type decision struct {
+	members []member
+	// memberLeases are the members' own Leases, by pod name.
+	memberLeases map[string]*protocol.LeaseState
+	queueCount   int
+	// generation, rebalancedAt and entries (by pod name) are what is published once the pass is done;
+	// published is false while nothing is.
+	generation   int64
+	rebalancedAt time.Time
+	entries      map[string]protocol.PublishedEntry
+	published    bool
+	// writes are the ConfigMaps to write, in order; deleteShards the shards no longer used, deleteLeases
+	// the Leases whose claims no longer stand and whose pods are gone.
+	writes       []protocol.Part
+	deleteShards []*corev1.ConfigMap
+	deleteLeases []protocol.LeaseState
+	// rebalanced is set when the entries change; moved counts the queues that change reader.
+	rebalanced bool
+	moved      int
+	// problem keeps the published assignment in place; tampered says what was found deleted or edited;
+	// restored lists metadata someone changed that this pass writes back.
+	problem  *problem
+	tampered *problem
+	restored []string
+	handoff  handoffResult
+	// requeueAfter is when to look again without an event.
+	requeueAfter time.Duration
+}
+
+// decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, what to
+// publish. It runs the checks that can stop a new assignment in order (planning.steps); the first that
+// fails keeps the published assignment in place.
+func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decision {
+	p := &planning{group: group, obs: obs, env: env, d: &decision{}}
+	p.readLeases()
+	p.judgeTrust()
+	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate, p.handOff, p.layOut} {
+		if prob := step(); prob != nil {
+			p.keepPublished(prob)
+			break
+		}
+	}
+	p.cleanUpLeases()
+	return p.d
+}
+
+// planning carries one decision through its steps.
+type planning struct {
+	group *v1alpha1.ConsumerGroup
+	obs   *observation
+	env   decideEnv
+	d     *decision
+
+	leaseOf      map[string]*protocol.LeaseState
+	incarnations []*incarnation
+	trusted      bool
+	state        handoffState
+	floor        int64
+	queues       []allocate.Queue
+	zones        map[string]string
+	target       allocate.Plan
+	entries      map[string][]allocate.Queue
+	memberExpiry time.Time
+}
+
+// readLeases indexes the Leases by pod and lists every incarnation that may be reading: the holders of
+// Leases, the pods, and whoever the published objects name.
+func (p *planning) readLeases() {
+	p.leaseOf = map[string]*protocol.LeaseState{}
+	byKey := map[string]*incarnation{}
+	add := func(pod string, uid types.UID) *incarnation {
+		k := pod + "\x00" + string(uid)
+		if i := byKey[k]; i != nil {
+			return i
+		}
+		i := &incarnation{pod: pod, uid: uid}
+		if live := p.obs.podsByName[pod]; live != nil && live.UID == uid {
+			i.exists, i.stopped = true, stoppedByKubelet(live)
+		}
+		byKey[k] = i
+		p.incarnations = append(p.incarnations, i)
+		return i
+	}
+	for idx := range p.obs.leases {
+		l := &p.obs.leases[idx]
+		if l.Pod != "" {
+			p.leaseOf[l.Pod] = l
+		}
+		add(l.Pod, l.PodUID).lease = l
+		p.floor = max(p.floor, l.AckedGeneration)
+	}
+	for i := range p.obs.pods {
+		add(p.obs.pods[i].Name, p.obs.pods[i].UID)
+	}
+	for pod, e := range p.obs.published.Entries {
+		uid := types.UID(e.PodUID)
+		if live := p.obs.podsByName[pod]; uid == "" && live != nil {
+			uid = live.UID // a protocol-1 operator's entry: the pod of that name
+		}
+		if uid != "" {
+			add(pod, uid)
+		}
+	}
+	slices.SortFunc(p.incarnations, func(a, b *incarnation) int {
+		return strings.Compare(a.pod+"\x00"+string(a.uid), b.pod+"\x00"+string(b.uid))
+	})
+	p.d.memberLeases = map[string]*protocol.LeaseState{}
+}
+
+// judgeTrust decides whether what the operator published can be believed: it exists (or nothing was ever
+// published), matches its digests, and its handoff state reads. Otherwise the pass says what was found and
+// works from the members' claims alone.
+func (p *planning) judgeTrust() {
+	pub := p.obs.published
+	p.floor = max(p.floor, pub.Generation, p.group.Status.AssignmentGeneration)
+	everPublished := p.floor > 0
+	for _, l := range p.obs.leases {
+		everPublished = everPublished || len(l.Claim) > 0 || l.ClaimErr != nil
+	}
+	var findings []string
+	switch {
+	case !pub.Exists && everPublished:
+		p.d.tampered = &problem{ReasonAssignmentDeleted, fmt.Sprintf(
+			"ConfigMap %s was deleted while members acknowledge up to generation %d; it is published again, and queues no member claims are held back until every member acknowledged it",
+			assignmentName(p.group), p.floor)}
+		return
+	case len(pub.Tampered) > 0:
+		findings = pub.Tampered
+	}
+	state, err := decodeHandoff(pub.Handoff)
+	if err != nil {
+		findings = append(findings, err.Error())
+	}
+	if len(findings) > 0 {
+		const shown = 5
+		msg := strings.Join(findings[:min(len(findings), shown)], "; ")
+		if len(findings) > shown {
+			msg += fmt.Sprintf("; and %d more", len(findings)-shown)
+		}
+		p.d.tampered = &problem{ReasonAssignmentEdited, "Someone changed the assignment: " + msg +
+			"; it is published again, and queues no member claims are held back until every member acknowledged it"}
+		return
+	}
+	p.trusted, p.state = true, state
+}
+
+func (p *planning) checkSelector() *problem { return p.obs.selectorProblem }
+
+func (p *planning) findMembers() *problem {
+	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.leaseOf, p.env.now)
+	p.d.members, p.memberExpiry = members, expiry
+	for _, m := range members {
+		if l := p.leaseOf[m.Pod]; l != nil {
+			p.d.memberLeases[m.Pod] = l
+		}
+	}
+	return prob
+}
+
+// listQueues lists every queue the spec names, in RocketMQ's order (topic, then broker, by UTF-16 order,
+// then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
+// from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
+func (p *planning) listQueues() *problem {
+	n := 0
+	topics := slices.Clone(p.group.Spec.Topics)
+	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
+	for i, t := range topics {
+		topics[i].Brokers = slices.Clone(t.Brokers)
+		slices.SortFunc(topics[i].Brokers, func(a, b v1alpha1.Broker) int { return allocate.CompareUTF16(a.Name, b.Name) })
+		for _, b := range t.Brokers {
+			n += int(b.Queues)
+		}
+	}
+	if n > protocol.MaxQueues {
+		return &problem{ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
+	}
+	p.queues = make([]allocate.Queue, 0, n)
+	p.zones = map[string]string{}
+	for _, t := range topics {
+		for _, b := range t.Brokers {
+			if b.Zone != "" {
+				p.zones[b.Name] = b.Zone
+			}
+			for id := range b.Queues {
+				p.queues = append(p.queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
+			}
+		}
+	}
+	p.d.queueCount = len(p.queues)
+	return nil
+}
+
+func (p *planning) checkStrategy() *problem {
+	if p.group.Spec.MessageModel == v1alpha1.Broadcasting {
+		return nil
+	}
+	return p.env.strategyProblem
+}
+
+// allocate computes the target: every queue to every member in Broadcasting, the strategy's plan in
+// Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
+// it would be ambiguous.
+func (p *planning) allocate() *problem {
+	members := make([]allocate.Member, len(p.d.members))
+	for i, m := range p.d.members {
+		members[i] = m.Member
+	}
+	p.target = make(allocate.Plan, len(members))
+	if p.group.Spec.MessageModel == v1alpha1.Broadcasting {
+		for _, m := range members {
+			p.target[m.ID] = p.queues
+		}
+		return nil
+	}
+	out, err := p.env.strategy.Allocate(allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: p.previousPlan()})
+	if err != nil {
+		return strategyProblem(&p.group.Spec.Strategy, ReasonAllocationFailed, err)
+	}
+	if err := allocate.CheckPartition(p.queues, members, out); err != nil {
+		return &problem{ReasonAllocationFailed, err.Error()}
+	}
+	for _, m := range members {
+		p.target[m.ID] = out[m.ID]
+	}
+	return nil
+}
+
+// strategyProblem turns a strategy's error into a problem; one about a parameter names its field.
+func strategyProblem(s *v1alpha1.Strategy, reason string, err error) *problem {
+	var param *allocate.ParamError
+	if errors.As(err, &param) {
+		return &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("%s.%s: %s", s.ParamsField(), param.Field, param.Message)}
+	}
+	return &problem{reason, fmt.Sprintf("strategy %s: %v", s.Type, err)}
+}
+
+// previousPlan is what strategies that keep queues in place start from: what each member reads now (its
+// published entry, or, when the published objects cannot be trusted, its claim), plus the queues
+// reserved for departed members, so that a member returning within its grace gets them back.
+func (p *planning) previousPlan() allocate.Plan {
+	plan := allocate.Plan{}
+	if p.trusted {
+		for _, e := range p.obs.published.Entries {
+			plan[e.Member] = e.Queues
+		}
+		for _, r := range p.state.Reserved {
+			if _, ok := plan[r.Member]; !ok {
+				plan[r.Member], _ = protocol.Expand(r.Queues)
+			}
+		}
+		return plan
+	}
+	for _, m := range p.d.members {
+		if l := p.leaseOf[m.Pod]; l != nil && l.PodUID == m.UID && l.ClaimErr == nil {
+			plan[m.ID] = l.Claim
+		}
+	}
+	return plan
+}
+
+// handOff decides what each member may read now (handoff) and at which generation.
+func (p *planning) handOff() *problem {
+	spec := p.group.Spec.Handoff
+	h := handoff(handoffInput{
+		cooperative:   spec.Mode != v1alpha1.Immediate && p.group.Spec.MessageModel != v1alpha1.Broadcasting,
+		revokeTimeout: durationOr(spec.RevokeTimeoutSeconds, defaultRevokeTimeout),
+		restartGrace:  durationOr(spec.RestartGraceSeconds, 0),
+		maxSkew:       p.env.maxSkew,
+		now:           p.env.now,
+		members:       p.d.members,
+		target:        p.target,
+		published:     p.obs.published.Entries,
+		state:         p.state,
+		trusted:       p.trusted,
+		incarnations:  p.incarnations,
+	})
+	p.d.handoff, p.entries = h, h.entries
+	if len(h.unreadableClaims) > 0 && p.d.tampered == nil {
+		p.d.tampered = &problem{ReasonClaimUnreadable, fmt.Sprintf(
+			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
+			strings.Join(h.unreadableClaims, ", "))}
+	}
+
+	pub := p.obs.published
+	p.d.generation, p.d.rebalancedAt = pub.Generation, pub.RebalancedAt
+	if !p.trusted || !pub.Exists || !p.sameAsPublished() {
+		p.d.generation, p.d.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
+		p.d.rebalanced = true
+		before := allocate.Plan{}
+		if p.trusted {
+			for _, e := range pub.Entries {
+				before[e.Member] = e.Queues
+			}
+		}
+		after := make(allocate.Plan, len(p.d.members))
+		for _, m := range p.d.members {
+			after[m.ID] = p.entries[m.Pod]
+		}
+		// In Cooperative mode a move spans two generations: it is counted when the queue is revoked from
+		// its reader, since the grant that follows gives it to a member that had none of it.
+		p.d.moved = allocate.Moved(before, after) + h.revokedFromMembers
+	}
+	for i := range p.d.handoff.state.Revocations {
+		if r := &p.d.handoff.state.Revocations[i]; r.Generation == 0 {
+			r.Generation = p.d.generation
+		}
+	}
+	sortState(&p.d.handoff.state)
+
+	p.d.requeueAfter = h.requeueAfter
+	if !p.memberExpiry.IsZero() {
+		untilExpiry := max(p.memberExpiry.Sub(p.env.now), 100*time.Millisecond)
+		if p.d.requeueAfter == 0 || untilExpiry < p.d.requeueAfter {
+			p.d.requeueAfter = untilExpiry
+		}
+	}
+	return nil
+}
+
+// sameAsPublished reports whether the entries give every member pod what the published assignment does.
+func (p *planning) sameAsPublished() bool {
+	pub := p.obs.published.Entries
+	if len(pub) != len(p.d.members) {
+		return false
+	}
+	for _, m := range p.d.members {
+		e, ok := pub[m.Pod]
+		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !sameQueues(e.Queues, p.entries[m.Pod]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameQueues compares a sorted list with one in any order.
+func sameQueues(sorted, any []allocate.Queue) bool {
+	if len(sorted) != len(any) {
+		return false
+	}
+	other := slices.Clone(any)
+	slices.SortFunc(other, protocol.CompareQueues)
+	return slices.Equal(sorted, other)
+}
+
+// layOut encodes each entry once and spreads them over the ConfigMaps (protocol.Layout); the writes are the
+// ConfigMaps that do not already hold what they must.
+func (p *planning) layOut() *problem {
+	data := make(map[string]string, len(p.d.members))
+	p.d.entries = make(map[string]protocol.PublishedEntry, len(p.d.members))
+	for _, m := range p.d.members {
+		e := protocol.NewEntry(m.ID, string(m.UID), p.d.generation, p.entries[m.Pod])
+		data[m.Pod] = string(e.Encode())
+		queues := slices.Clone(p.entries[m.Pod])
+		slices.SortFunc(queues, protocol.CompareQueues)
+		p.d.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: queues}
+	}
+	index := map[string]string{protocol.RebalancedAtAnnotation: p.d.rebalancedAt.UTC().Format(time.RFC3339)}
+	if raw := p.d.handoff.state.encode(); raw != "" {
+		index[protocol.HandoffAnnotation] = raw
+	}
+	parts, err := protocol.Layout(p.group.Name, p.d.generation, data, index)
+	if err != nil {
+		return &problem{ReasonAssignmentTooLarge, err.Error() + "; reduce the queues or members of the group"}
+	}
+	p.d.published = true
+	wanted := map[string]bool{}
+	for _, part := range parts {
+		wanted[part.Name] = true
+		observed := p.obs.shards[part.Name]
+		if part.Name == assignmentName(p.group) {
+			observed = p.obs.index
+		}
+		switch {
+		case observed == nil:
+			p.d.writes = append(p.d.writes, part)
+		case !holds(observed, part):
+			p.d.writes = append(p.d.writes, part)
+		case !ownedBy(observed, p.group):
+			p.d.writes = append(p.d.writes, part)
+			p.d.restored = append(p.d.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.obs.shards)) {
+		if !wanted[name] {
+			p.d.deleteShards = append(p.d.deleteShards, p.obs.shards[name])
+		}
+	}
+	return nil
+}
+
+// holds reports whether cm already has part's data and the protocol's annotations.
+func holds(cm *corev1.ConfigMap, part protocol.Part) bool {
+	if len(cm.Data) != len(part.Data) || !maps.Equal(cm.Data, part.Data) && len(cm.Data) > 0 {
+		return false
+	}
+	for _, k := range ownAnnotations {
+		if cm.Annotations[k] != part.Annotations[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// ownAnnotations are the annotations the operator writes on the ConfigMaps that publish an assignment.
+var ownAnnotations = []string{protocol.GenerationAnnotation, protocol.ShardsAnnotation, protocol.DigestAnnotation,
+	protocol.RebalancedAtAnnotation, protocol.HandoffAnnotation}
+
+// ownedBy reports whether cm carries the operator's labels and names group as its controller.
+func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
+	if cm.Labels[protocol.GroupLabel] != group.Name || cm.Labels[protocol.ManagedByLabel] != protocol.ManagedByValue {
+		return false
+	}
+	owner := metav1.GetControllerOf(cm)
+	return owner != nil && owner.UID == group.UID
+}
+
+// keepPublished is the decision when a step found a problem: what is published stays, and only the
+// handoff bookkeeping that needs no new plan (none) moves.
+func (p *planning) keepPublished(prob *problem) {
+	d := p.d
+	d.problem = prob
+	d.writes, d.deleteShards, d.rebalanced, d.moved = nil, nil, false, 0
+	d.published = p.obs.published.Exists
+	d.generation = max(p.obs.published.Generation, p.group.Status.AssignmentGeneration)
+	d.rebalancedAt = p.obs.published.RebalancedAt
+	d.entries = p.obs.published.Entries
+	d.handoff = handoffResult{state: p.state}
+}
+
+// cleanUpLeases lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
+// of pods that are gone once their claim no longer stands. Nobody else deletes them: they outlive their
+// pods (protocol.MemberLease), and the garbage collector takes them only with the group.
+func (p *planning) cleanUpLeases() {
+	for _, i := range p.incarnations {
+		if i.lease == nil {
+			continue
+		}
+		if i.stopped || !i.exists && !i.lease.Stands(p.env.now, p.env.maxSkew) {
+			p.d.deleteLeases = append(p.d.deleteLeases, *i.lease)
+		} else if !i.exists {
+			expiry := max(i.lease.Expiry(p.env.maxSkew).Sub(p.env.now), 100*time.Millisecond)
+			if p.d.requeueAfter == 0 || expiry < p.d.requeueAfter {
+				p.d.requeueAfter = expiry
+			}
+		}
+	}
+}

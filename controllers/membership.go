@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// ZoneLabel is the well-known node label that gives a member's zone.
+const ZoneLabel = corev1.LabelTopologyZone
+
+// maxWeight bounds the weight annotation so a typo cannot give one pod the whole group.
+const maxWeight = 1000
+
+// member is one pod incarnation that takes part in the group.
+type member struct {
+	allocate.Member
+	// Pod is the member's pod name, its key in the assignment; UID is the pod's UID, which its entry names.
+	Pod string
+	UID types.UID
+}
+
+// isRunningAndReady reports whether a pod that matches the selector can consume: Running, Ready and not
+// being deleted.
+func isRunningAndReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// membersFor returns the group's members among pods (all of which match the group's selector), sorted by
+// pod name. A pod is a member while it is Running and Ready, and, if its name has a Lease, while that
+// Lease is its own and fresh: a member that has not renewed its Lease for the lease duration reads
+// nothing, and a pod whose name's Lease an earlier pod still holds cannot read until it takes it over.
+// nodeZones maps a node name to its zone label; leases are the group's Leases by pod name. It also
+// returns when the earliest member Lease expires, for the reconciler to look again then: renewals do not
+// trigger a pass. A pod whose annotations cannot be read, or two pods with the same member id, make the
+// whole membership invalid: publishing without them would move their queues for a configuration mistake.
+func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[string]string, leases map[string]*protocol.LeaseState, now time.Time) ([]member, time.Time, *problem) {
+	members := make([]member, 0, len(pods))
+	podByID := make(map[string]string, len(pods))
+	var nextExpiry time.Time
+	for i := range pods {
+		pod := &pods[i]
+		if !isRunningAndReady(pod) {
+			continue
+		}
+		if lease := leases[pod.Name]; lease != nil {
+			if lease.PodUID != pod.UID {
+				continue
+			}
+			expiry := lease.RenewTime.Add(lease.Duration)
+			if !now.Before(expiry) {
+				continue
+			}
+			if nextExpiry.IsZero() || expiry.Before(nextExpiry) {
+				nextExpiry = expiry
+			}
+		}
+		id := pod.Name
+		if key := group.Spec.MemberIdentity.Annotation; key != nil {
+			id = pod.Annotations[*key]
+			if id == "" {
+				return nil, time.Time{}, &problem{ReasonInvalidMemberAnnotation,
+					fmt.Sprintf("pod %s has no annotation %s, which spec.memberIdentity.annotation names as its member id", pod.Name, *key)}
+			}
+		}
+		if other, dup := podByID[id]; dup {
+			return nil, time.Time{}, &problem{ReasonDuplicateMemberID, fmt.Sprintf("pods %s and %s have the same member id %q", other, pod.Name, id)}
+		}
+		podByID[id] = pod.Name
+
+		weight := int32(1)
+		if v, ok := pod.Annotations[v1alpha1.WeightAnnotation]; ok {
+			w, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil || w < 1 || w > maxWeight {
+				return nil, time.Time{}, &problem{ReasonInvalidMemberAnnotation,
+					fmt.Sprintf("pod %s: annotation %s=%q must be a whole number from 1 to %d", pod.Name, v1alpha1.WeightAnnotation, v, maxWeight)}
+			}
+			weight = int32(w)
+		}
+		zone := nodeZones[pod.Spec.NodeName]
+		if v, ok := pod.Annotations[v1alpha1.ZoneAnnotation]; ok {
+			zone = v
+		}
+		members = append(members, member{Member: allocate.Member{ID: id, Zone: zone, Weight: weight}, Pod: pod.Name, UID: pod.UID})
+	}
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.Pod, b.Pod) })
+	return members, nextExpiry, nil
+}

@@ -1,0 +1,159 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// observation is the part of the world one group's assignment depends on: every read of a pass.
+type observation struct {
+	// pods match the group's selector, in its namespace; podsByName holds them and every other pod the
+	// handoff must know about (named by a Lease, an entry or the handoff state), by name.
+	pods       []corev1.Pod
+	podsByName map[string]*corev1.Pod
+	// nodeZones maps the name of each node a member pod runs on to its zone label.
+	nodeZones map[string]string
+	// index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
+	index  *corev1.ConfigMap
+	shards map[string]*corev1.ConfigMap
+	// published is what index and shards hold, checked against their digests.
+	published protocol.Published
+	// leases are the group's member Leases.
+	leases []protocol.LeaseState
+	// liveRead is set when the published objects and the Leases were read from the API server rather
+	// than the cache, because the cache showed them deleted or edited.
+	liveRead bool
+	// selectorProblem is set when the selector cannot be read.
+	selectorProblem *problem
+}
+
+// observe reads everything one pass of group needs. It reads through the cache, except that when the
+// published objects look deleted or edited there, it reads them again from the API server (the cache may
+// lag the operator's own writes) and, if they still do, reads the Leases from there too: a recovery
+// rests on the members' claims alone, so they must be the newest.
+func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup) (*observation, error) {
+	obs := &observation{podsByName: map[string]*corev1.Pod{}}
+	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
+		return nil, err
+	}
+	if len(obs.published.Tampered) > 0 || !obs.published.Exists && group.Status.AssignmentGeneration > 0 {
+		obs.liveRead = true
+		if err := r.readPublished(ctx, r.APIReader, group, obs); err != nil {
+			return nil, err
+		}
+	}
+	var leases coordinationv1.LeaseList
+	reader := client.Reader(r.Client)
+	if obs.liveRead {
+		reader = r.APIReader
+	}
+	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
+		return nil, err
+	}
+	for i := range leases.Items {
+		obs.leases = append(obs.leases, protocol.ReadLease(&leases.Items[i]))
+	}
+
+	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
+	if err != nil {
+		obs.selectorProblem = &problem{ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err)}
+		return obs, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, err
+	}
+	obs.pods = pods.Items
+	for i := range obs.pods {
+		obs.podsByName[obs.pods[i].Name] = &obs.pods[i]
+	}
+	// Pods that are not selected any more may still read what they were given.
+	named := []string{}
+	for _, l := range obs.leases {
+		named = append(named, l.Pod)
+	}
+	for pod := range obs.published.Entries {
+		named = append(named, pod)
+	}
+	if state, err := decodeHandoff(obs.published.Handoff); err == nil {
+		for _, rv := range append(state.Revocations, state.Fenced...) {
+			named = append(named, rv.Pod)
+		}
+	}
+	for _, name := range named {
+		if _, known := obs.podsByName[name]; known || name == "" {
+			continue
+		}
+		var pod corev1.Pod
+		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
+		case err == nil:
+			obs.podsByName[name] = &pod
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+
+	obs.nodeZones = map[string]string{}
+	for i := range obs.pods {
+		name := obs.pods[i].Spec.NodeName
+		if _, seen := obs.nodeZones[name]; seen || name == "" || !isRunningAndReady(&obs.pods[i]) {
+			continue
+		}
+		var node corev1.Node
+		switch err := r.Get(ctx, types.NamespacedName{Name: name}, &node); {
+		case err == nil:
+			obs.nodeZones[name] = node.Labels[ZoneLabel]
+		case apierrors.IsNotFound(err):
+			obs.nodeZones[name] = ""
+		default:
+			return nil, err
+		}
+	}
+	return obs, nil
+}
+
+// readPublished reads group's assignment ConfigMaps through reader. The cache holds only ConfigMaps with
+// the operator's label: an index missing there is looked for on the API server, where someone may have
+// taken the label off.
+func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader client.Reader, group *v1alpha1.ConsumerGroup, obs *observation) error {
+	obs.index, obs.shards = nil, map[string]*corev1.ConfigMap{}
+	var owned corev1.ConfigMapList
+	if err := reader.List(ctx, &owned, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
+		return err
+	}
+	index := assignmentName(group)
+	for i := range owned.Items {
+		cm := &owned.Items[i]
+		switch {
+		case cm.Name == index:
+			obs.index = cm
+		case strings.HasPrefix(cm.Name, index+"-"):
+			obs.shards[cm.Name] = cm
+		}
+	}
+	if obs.index == nil {
+		var cm corev1.ConfigMap
+		switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: index}, &cm); {
+		case err == nil:
+			obs.index = &cm
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	obs.published = protocol.ReadPublished(group.Name, obs.index, obs.shards)
+	return nil
+}
+
+// assignmentName is the name of group's assignment ConfigMap.
+func assignmentName(group *v1alpha1.ConsumerGroup) string { return protocol.AssignmentName(group.Name) }

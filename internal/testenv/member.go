@@ -1,0 +1,217 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+)
+
+// Ownership records which member pod incarnations read which queue, from the members' own records: each
+// reports the queues it reads whenever its application applies an assignment. It keeps every instant at
+// which a queue had two readers.
+type Ownership struct {
+	mu      sync.Mutex
+	holders map[allocate.Queue]map[string]bool
+	// since is when each queue last lost its last reader; absent while it has one.
+	since      map[allocate.Queue]time.Time
+	violations []string
+	// longestGap is the longest time a queue went without a reader.
+	longestGap time.Duration
+	holdings   int
+}
+
+// NewOwnership is an empty record.
+func NewOwnership() *Ownership {
+	return &Ownership{holders: map[allocate.Queue]map[string]bool{}, since: map[allocate.Queue]time.Time{}}
+}
+
+// Apply records that reader (a pod incarnation) now reads exactly queues.
+func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	want := map[allocate.Queue]bool{}
+	for _, q := range queues {
+		want[q] = true
+	}
+	for q, hs := range o.holders {
+		if hs[reader] && !want[q] {
+			delete(hs, reader)
+			if len(hs) == 0 {
+				o.since[q] = now
+			}
+		}
+	}
+	for q := range want {
+		hs := o.holders[q]
+		if hs == nil {
+			hs = map[string]bool{}
+			o.holders[q] = hs
+		}
+		if hs[reader] {
+			continue
+		}
+		o.holdings++
+		for other := range hs {
+			o.violations = append(o.violations, fmt.Sprintf("%s: %s started reading while %s still read it (%s)", q, reader, other, now.Format("15:04:05.000")))
+		}
+		if t, ok := o.since[q]; ok {
+			o.longestGap = max(o.longestGap, now.Sub(t))
+			delete(o.since, q)
+		}
+		hs[reader] = true
+	}
+}
+
+// Readers is how many incarnations read q now.
+func (o *Ownership) Readers(q allocate.Queue) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.holders[q])
+}
+
+// Violations are the instants at which a queue had two readers.
+func (o *Ownership) Violations() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.violations...)
+}
+
+// LongestGap is the longest a queue went unread between two readers; Holdings counts the times an
+// incarnation started reading a queue.
+func (o *Ownership) LongestGap() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.longestGap
+}
+
+// Holdings counts the times an incarnation started reading a queue.
+func (o *Ownership) Holdings() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.holdings
+}
+
+// MemberOptions tune a simulated member.
+type MemberOptions struct {
+	LeaseDuration, MaxClockSkew, DrainAckTimeout time.Duration
+}
+
+// SimMember is a member pod's application: it runs pkg/member, reads what it is given, records it in an
+// Ownership, and acknowledges it, unless told to stop acknowledging. Its connection to the API server can
+// be cut, as a partition would.
+type SimMember struct {
+	Pod    *corev1.Pod
+	Client *member.Client
+	// Acking is cleared to make the application stop acknowledging: it keeps reading what it had.
+	Acking atomic.Bool
+	// LastSeen is the last generation delivered.
+	LastSeen atomic.Int64
+
+	partitioned atomic.Bool
+	cancel      context.CancelFunc
+	done        chan struct{}
+	own         *Ownership
+	reader      string
+}
+
+// StartMember runs a member of group for pod, with the credentials of cfg, until the test ends or Stop.
+func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, own *Ownership, opts MemberOptions) *SimMember {
+	t.Helper()
+	m := &SimMember{Pod: pod, done: make(chan struct{}), own: own, reader: pod.Name + "/" + string(pod.UID)}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return partitionable{next: rt, cut: &m.partitioned} })
+	c, err := member.New(kubernetes.NewForConfigOrDie(cfg), member.Config{
+		Namespace: pod.Namespace, Group: group, Pod: pod.Name, PodUID: pod.UID,
+		LeaseDuration: opts.LeaseDuration, MaxClockSkew: opts.MaxClockSkew, DrainAckTimeout: opts.DrainAckTimeout,
+	})
+	Must(t, err)
+	m.Client = c
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.Acking.Store(true)
+	go func() { _ = c.Run(ctx) }()
+	// Every member ends with its test; stopping one that already stopped does nothing.
+	t.Cleanup(m.Stop)
+	go func() {
+		defer close(m.done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case a := <-c.Updates():
+				m.LastSeen.Store(a.Generation)
+				if !m.Acking.Load() {
+					// An application that stopped acknowledging keeps reading what it had.
+					continue
+				}
+				own.Apply(m.reader, a.Queues)
+				if a.Generation > 0 {
+					_ = c.Ack(ctx, a.Generation)
+				}
+			}
+		}
+	}()
+	return m
+}
+
+// Stop ends the member's process: it reads nothing from then on. Calling it again does nothing more.
+func (m *SimMember) Stop() {
+	m.cancel()
+	<-m.done
+	m.own.Apply(m.reader, nil)
+}
+
+// Partition cuts (or restores) the member's connection to the API server: requests fail and open watches
+// stop delivering. The member goes on reading what it was given until its Lease runs out.
+func (m *SimMember) Partition(cut bool) { m.partitioned.Store(cut) }
+
+// partitionable fails requests, and the reads of responses already open, while cut is set.
+type partitionable struct {
+	next http.RoundTripper
+	cut  *atomic.Bool
+}
+
+var errPartitioned = errors.New("connection refused (partitioned by the test)")
+
+func (p partitionable) RoundTrip(req *http.Request) (*http.Response, error) {
+	if p.cut.Load() {
+		return nil, errPartitioned
+	}
+	resp, err := p.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = partitionedBody{ReadCloser: resp.Body, cut: p.cut}
+	return resp, nil
+}
+
+type partitionedBody struct {
+	io.ReadCloser
+	cut *atomic.Bool
+}
+
+func (b partitionedBody) Read(p []byte) (int, error) {
+	if b.cut.Load() {
+		return 0, errPartitioned
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.cut.Load() {
+		// What arrived after the cut is lost with it.
+		return 0, errPartitioned
+	}
+	return n, err
+}
