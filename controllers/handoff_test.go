@@ -66,6 +66,10 @@ func waitForSettled(t *testing.T, ns, group string, own *testenv.Ownership, queu
 			if share := int(queues) / members; int(m.Queues) < share || int(m.Queues) > share+1 {
 				return fmt.Errorf("member %s holds %d queues, want its share of %d over %d", m.Pod, m.Queues, queues, members)
 			}
+			// What the member's application reads, not only what is published for it.
+			if n := own.ReadingByPod(m.Pod); n != int(m.Queues) {
+				return fmt.Errorf("member %s reads %d queues, its entry lists %d", m.Pod, n, m.Queues)
+			}
 		}
 		if c := meta.FindStatusCondition(g.Status.Conditions, ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Progressing is %v", c)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,34 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 	}
 }
 
+// Reading lists the queues reader reads now.
+func (o *Ownership) Reading(reader string) []allocate.Queue {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []allocate.Queue
+	for q, hs := range o.holders {
+		if hs[reader] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// ReadingByPod counts the queues the incarnations of pod read now.
+func (o *Ownership) ReadingByPod(pod string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, hs := range o.holders {
+		for reader := range hs {
+			if strings.HasPrefix(reader, pod+"/") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Readers is how many incarnations read q now.
 func (o *Ownership) Readers(q allocate.Queue) int {
 	o.mu.Lock()
@@ -120,6 +149,8 @@ type SimMember struct {
 	Acking atomic.Bool
 	// LastSeen is the last generation delivered.
 	LastSeen atomic.Int64
+	// ApplyDelay is how long the application takes to apply an assignment, reading what it had meanwhile.
+	ApplyDelay atomic.Int64
 
 	partitioned atomic.Bool
 	cancel      context.CancelFunc
@@ -158,6 +189,13 @@ func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, 
 					// An application that stopped acknowledging keeps reading what it had.
 					continue
 				}
+				if d := time.Duration(m.ApplyDelay.Load()); d > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
 				own.Apply(m.reader, a.Queues)
 				if a.Generation > 0 {
 					_ = c.Ack(ctx, a.Generation)
@@ -167,6 +205,9 @@ func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, 
 	}()
 	return m
 }
+
+// Reader is the member's name in the Ownership: its pod's name and UID.
+func (m *SimMember) Reader() string { return m.reader }
 
 // Stop ends the member's process: it reads nothing from then on. Calling it again does nothing more.
 func (m *SimMember) Stop() {
