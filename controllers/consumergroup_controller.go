@@ -65,7 +65,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	obs, err := r.observe(ctx, &group)
 	if err != nil {
-		return ctrl.Result{}, err
+		return r.retry(ctx, "observation", err)
 	}
 	now := r.Clock.Now()
 	strategy, prob := r.strategies.get(&group)
@@ -87,10 +87,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
 }
 
-// retry turns a write that met a newer object into a quick, quiet retry, and returns other errors for the
-// controller to log and retry with backoff.
+// retry turns a write that met a newer object (or found it gone) into a quick, quiet retry, ends quietly
+// when the operator is stopping, and returns other errors for the controller to log and retry with
+// backoff: an error in the log means something is wrong.
 func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	switch {
+	case ctx.Err() != nil:
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}

@@ -7,22 +7,29 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 var handoffEvents = flag.Int("handoff-events", 150, "events TestRandomizedHandoff plays (make test-handoff plays 10,000)")
@@ -154,9 +161,11 @@ func TestDrainReleasesQueuesBeforeDeletion(t *testing.T) {
 }
 
 // TestRandomizedHandoff plays random scale-ups, drained scale-downs, restarts under the same name, kills,
-// members that stop renewing, and operator restarts against a Cooperative group whose members run the
-// member package, and checks from what the members read that no queue ever had two readers, that every
-// queue is read again within the bound after its reader left, and that the group settles.
+// members that stop renewing, operator restarts, the assignment deleted or corrupted, claims corrupted,
+// partitioned members force-deleted (and replaced under their name) and slow applications against a
+// Cooperative group whose members run the member package. It checks from what the members read that no
+// queue ever had two readers, that every queue is read again within the bound after its reader left, and
+// that the group settles.
 func TestRandomizedHandoff(t *testing.T) {
 	const queues = 24
 	const revokeTimeout = 4
@@ -187,6 +196,8 @@ func TestRandomizedHandoff(t *testing.T) {
 		next++
 	}
 	counts := map[string]int{}
+	var history []string
+	errorsBefore := len(loggedReconcilerErrors())
 	for i := 0; i < *handoffEvents; i++ {
 		names := make([]string, 0, len(live))
 		for n := range live {
@@ -197,7 +208,13 @@ func TestRandomizedHandoff(t *testing.T) {
 		if len(names) > 0 {
 			victim = live[names[rng.IntN(len(names))]]
 		}
-		switch action := rng.IntN(10); {
+		action := rng.IntN(15)
+		victimName := ""
+		if victim != nil {
+			victimName = victim.Reader()
+		}
+		history = append(history, fmt.Sprintf("%s event %d: action %d, victim %s", time.Now().Format("15:04:05.000"), i, action, victimName))
+		switch {
 		case action < 3 || len(live) < 2:
 			counts["scale-up"]++
 			newMember(fmt.Sprintf("r-%d", next))
@@ -225,24 +242,51 @@ func TestRandomizedHandoff(t *testing.T) {
 			removePod(victim)
 			delete(live, victim.Pod.Name)
 		case action < 9:
-			// The process hangs: it reads nothing and stops renewing its Lease; its pod stays Ready.
+			// The process hangs: it reads nothing and stops renewing its Lease; its pod stays Ready a while.
 			counts["member stops renewing"]++
 			victim.Stop()
 			time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
 			removePod(victim)
 			delete(live, victim.Pod.Name)
-		default:
+		case action < 10:
 			counts["operator restart"]++
 			stopOperator()
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 			stopOperator = startManager(t, ns)
+		case action < 11:
+			counts["assignment deleted"]++
+			if cm := getAssignment(t, ns, "r"); cm != nil {
+				must(t, client.IgnoreNotFound(k8s.Delete(context.Background(), cm)))
+			}
+		case action < 12:
+			counts["assignment corrupted"]++
+			corruptAssignment(t, ns, "r", rng)
+		case action < 13:
+			counts["claim corrupted"]++
+			corruptClaim(t, ns, "r", victim.Pod.Name, rng)
+		case action < 14:
+			// The pod's node stops answering; the pod is force-deleted, its process runs on, cut off, and a
+			// pod of the same name may take its place at once.
+			counts["partitioned member force-deleted"]++
+			victim.Partition(true)
+			removePod(victim)
+			delete(live, victim.Pod.Name)
+			if rng.IntN(2) == 0 {
+				counts["same-name replacement"]++
+				newMember(victim.Pod.Name)
+			}
+		default:
+			// It takes up to 0.8 s to apply an assignment, within the third of the 3 s lease duration an
+			// application has to stop once its member could not renew (protocol.StopAfter).
+			counts["slow application"]++
+			victim.ApplyDelay.Store(int64(time.Duration(rng.IntN(800)) * time.Millisecond))
 		}
 		// Events come faster than handoffs finish, except now and then, when the group may settle.
 		if rng.IntN(10) == 0 && len(live) > 0 {
 			waitForSettled(t, ns, "r", own, queues, len(live))
 		}
 		if len(own.Violations()) > 0 {
-			t.Fatalf("after event %d: %v", i, own.Violations())
+			t.Fatalf("after event %d: %v\nlast events:\n%s", i, own.Violations(), strings.Join(history, "\n"))
 		}
 	}
 	if len(live) == 0 {
@@ -252,7 +296,11 @@ func TestRandomizedHandoff(t *testing.T) {
 	for _, m := range live {
 		m.Stop()
 	}
-	t.Logf("events: %d %v; longest time a queue went unread: %s", *handoffEvents, counts, own.LongestGap())
+	t.Logf("events: %d %v; %d holdings; longest time a queue went unread: %s", *handoffEvents, counts, own.Holdings(), own.LongestGap())
+	// Conflicts, objects deleted under the operator and restarts are normal: none of them is an error.
+	if logged := loggedReconcilerErrors()[errorsBefore:]; len(logged) > 0 {
+		t.Errorf("the operator logged %d reconciler errors; first: %q", len(logged), logged[0])
+	}
 	if len(own.Violations()) > 0 {
 		t.Fatalf("queues had two readers at once: %v", own.Violations())
 	}
@@ -262,6 +310,59 @@ func TestRandomizedHandoff(t *testing.T) {
 	if bound := time.Duration(revokeTimeout)*time.Second + 6*time.Second + 5*time.Second; own.LongestGap() > bound {
 		t.Errorf("a queue went unread for %s, more than %s", own.LongestGap(), bound)
 	}
+}
+
+// corruptAssignment changes the assignment ConfigMap as someone else might: junk in an annotation, an
+// entry or all of them, a key removed or added.
+func corruptAssignment(t *testing.T, ns, group string, rng *rand.Rand) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := getAssignment(t, ns, group)
+		if cm == nil {
+			return nil
+		}
+		keys := slices.Sorted(maps.Keys(cm.Data))
+		switch rng.IntN(4) {
+		case 0:
+			annotations := slices.Sorted(maps.Keys(cm.Annotations))
+			cm.Annotations[annotations[rng.IntN(len(annotations))]] = "junk"
+		case 1:
+			if len(keys) > 0 {
+				cm.Data[keys[rng.IntN(len(keys))]] = `{"version":1,"generation":1,"member":"x","queues":[{"topic":"t","broker":"b","ids":"0-23"}]}`
+			}
+		case 2:
+			if len(keys) > 0 {
+				delete(cm.Data, keys[rng.IntN(len(keys))])
+			}
+		default:
+			for k := range cm.Annotations {
+				cm.Annotations[k] = "{"
+			}
+			for k := range cm.Data {
+				cm.Data[k] = "junk"
+			}
+		}
+		return k8s.Update(context.Background(), cm)
+	}))
+}
+
+// corruptClaim writes junk into the claim or the acknowledged generation of pod's Lease.
+func corruptClaim(t *testing.T, ns, group, pod string, rng *rand.Rand) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var lease coordinationv1.Lease
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: protocol.LeaseName(group, pod)}, &lease)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		must(t, err)
+		if rng.IntN(2) == 0 {
+			lease.Annotations[protocol.ClaimAnnotation] = "junk"
+		} else {
+			lease.Annotations[protocol.AckedGenerationAnnotation] = "999999"
+		}
+		return k8s.Update(context.Background(), &lease)
+	}))
 }
 
 // TestRestartGraceReturnsQueues restarts a member pod under the same name (as a StatefulSet does) within

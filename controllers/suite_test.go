@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,7 +55,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TEST_LOG") != "" {
 		logOut = os.Stderr
 	}
-	logf.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
+	logf.SetLogger(logr.New(&errorLog{LogSink: zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)).GetSink()}))
 	testenv.Main(m, []string{filepath.Join("..", "config", "crd", "bases")}, func(_ *envtest.Environment, cfg *rest.Config) error {
 		if err := clientgoscheme.AddToScheme(testScheme); err != nil {
 			return err
@@ -66,6 +68,35 @@ func TestMain(m *testing.M) {
 		k8s, err = client.New(restConfig, client.Options{Scheme: testScheme})
 		return err
 	})
+}
+
+// reconcilerErrors are the errors the controller logged as "Reconciler error", in this process.
+var reconcilerErrors struct {
+	sync.Mutex
+	messages []string
+}
+
+// errorLog is a log sink that keeps the errors the controller logs for failed passes: a test can then
+// check that a run logged none, since an error in the log must mean something is wrong.
+type errorLog struct{ logr.LogSink }
+
+func (l *errorLog) Error(err error, msg string, kv ...any) {
+	if msg == "Reconciler error" {
+		reconcilerErrors.Lock()
+		reconcilerErrors.messages = append(reconcilerErrors.messages, err.Error())
+		reconcilerErrors.Unlock()
+	}
+	l.LogSink.Error(err, msg, kv...)
+}
+
+func (l *errorLog) WithValues(kv ...any) logr.LogSink { return &errorLog{l.LogSink.WithValues(kv...)} }
+func (l *errorLog) WithName(name string) logr.LogSink { return &errorLog{l.LogSink.WithName(name)} }
+
+// loggedReconcilerErrors are the "Reconciler error" messages logged since the process started.
+func loggedReconcilerErrors() []string {
+	reconcilerErrors.Lock()
+	defer reconcilerErrors.Unlock()
+	return append([]string(nil), reconcilerErrors.messages...)
 }
 
 // newNamespace creates a namespace for one test.

@@ -55,8 +55,8 @@ type leaseKeeper struct {
 	held bool
 	// waiting says why the Lease is not held yet.
 	waiting string
-	// freshUntil is when the last successful renewal stops covering the member: after it, the operator
-	// may count the member as gone, so it holds nothing.
+	// freshUntil is when the last successful renewal stops covering the member: the application must
+	// then stop reading, so that it has stopped by the time the operator may count the member as gone.
 	freshUntil time.Time
 	renewedAt  time.Time
 	err        error
@@ -79,7 +79,7 @@ func (k *leaseKeeper) status(now time.Time) (fresh bool, reason string) {
 	case !k.held:
 		return false, fmt.Sprintf("Lease %s: %s", k.name, k.waiting)
 	case !now.Before(k.freshUntil):
-		return false, fmt.Sprintf("Lease %s has not been renewed for %v, so the operator may have handed the queues on", k.name, k.cfg.LeaseDuration)
+		return false, fmt.Sprintf("Lease %s has not been renewed for %v: the member must stop reading before its Lease runs out and the operator hands the queues on", k.name, protocol.StopAfter(k.cfg.LeaseDuration))
 	}
 	return true, ""
 }
@@ -159,7 +159,7 @@ func (k *leaseKeeper) renew(ctx context.Context, checkView func(context.Context)
 	}
 	k.mu.Lock()
 	k.renewedAt = sentAt
-	k.freshUntil = sentAt.Add(k.cfg.LeaseDuration)
+	k.freshUntil = sentAt.Add(protocol.StopAfter(k.cfg.LeaseDuration))
 	if k.fence == nil {
 		k.fence = k.clock.AfterFunc(k.freshUntil.Sub(k.clock.Now()), k.changed)
 	} else {

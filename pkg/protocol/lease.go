@@ -18,10 +18,11 @@ const (
 	GroupKind       = "ConsumerGroup"
 )
 
-// Liveness. A member renews its Lease every RenewInterval(duration) and stops reading every queue once it
-// has not renewed for the whole duration, measured from when it sent the last renewal that succeeded.
-// Whoever counts on that from the outside (the operator, a new pod under the same name) waits longer, by
-// the most the clocks may differ (Expiry).
+// Liveness. A member renews its Lease every RenewInterval(duration). Once it has not renewed for
+// StopAfter(duration), measured from when it sent the last renewal that succeeded, it tells its
+// application to read nothing, and the application has the rest of the duration to stop: by the end of
+// the duration it reads nothing. Whoever counts on that from the outside (the operator, a new pod under
+// the same name) waits longer, by the most the clocks may differ (Expiry).
 const (
 	// DefaultLeaseDuration is a member Lease's spec.leaseDurationSeconds unless configured otherwise. With
 	// a renewal every third of it, 1,000 members write 50 renewals a second. A shorter duration notices a
@@ -37,6 +38,12 @@ const (
 
 // RenewInterval is how often a member renews a Lease of the given duration.
 func RenewInterval(duration time.Duration) time.Duration { return duration / 3 }
+
+// StopAfter is how long after its last renewal a member that could not renew again tells its application
+// to read nothing: two renewal intervals, so that one failed renewal costs nothing, and a third of the
+// duration left for the application to stop, as a leader-election client stops leading at its renew
+// deadline, before its lease runs out.
+func StopAfter(duration time.Duration) time.Duration { return duration - RenewInterval(duration) }
 
 // LeaseState is what a member's Lease says, as a reader of it sees it.
 type LeaseState struct {
@@ -115,9 +122,9 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 }
 
 // Expiry is when a reader stops counting on the member's claim: the last renewal, plus the lease
-// duration, plus maxSkew. The member itself stops reading a lease duration after it sent that renewal by
-// its own clock, and it sent it before the renewTime it wrote, so when the clocks differ by less than
-// maxSkew the member has stopped by then.
+// duration, plus maxSkew. The member's application has stopped reading a lease duration after the member
+// sent that renewal, by the member's clock (StopAfter), and it sent it before the renewTime it wrote, so
+// when the clocks differ by less than maxSkew the application has stopped by then.
 func (s LeaseState) Expiry(maxSkew time.Duration) time.Time {
 	return s.RenewTime.Add(s.Duration + maxSkew)
 }
