@@ -142,6 +142,10 @@ func (p *planning) readLeases() {
 func (p *planning) judgeTrust() {
 	pub := p.obs.published
 	p.floor = max(p.floor, pub.Generation, p.group.Status.AssignmentGeneration)
+	for _, e := range pub.Entries {
+		// An edited generation annotation must not take the next generation below what members read.
+		p.floor = max(p.floor, e.Generation)
+	}
 	everPublished := p.floor > 0
 	for _, l := range p.obs.leases {
 		everPublished = everPublished || len(l.Claim) > 0 || l.ClaimErr != nil
