@@ -1,3 +1,5 @@
+//go:build envtest
+
 // Package config holds the operator's manifests. Its test proves them against a real API server: every
 // sample ConsumerGroup is accepted by the CRD's schema and CEL rules, the samples cover every strategy,
 // and the RBAC and Deployment manifests are valid objects without unknown fields.

@@ -1,34 +1,53 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the tests and the demo run (etcd, kube-apiserver, kubectl) from the
-# Go modules pinned in hack/envtest-bins/go.mod, into bin/k8s/<version>-<os>-<arch>/, the layout
-# setup-envtest uses. Binaries that are already there at the right version are not rebuilt.
-# Prints the directory, for KUBEBUILDER_ASSETS.
+# Go modules pinned in hack/envtest-bins/go.mod, and prints their directory, for KUBEBUILDER_ASSETS.
+#
+# The binaries go to a cache shared by every checkout on the machine, in a directory named after the
+# version and a digest of the pinned go.mod and go.sum (their content, not their path): a second or moved
+# clone finds them built, and a change of the pins builds anew. The cache is
+# $CONSUMERGROUP_CACHE_DIR, else the user cache directory ($XDG_CACHE_HOME or ~/.cache)/consumergroup-operator;
+# when it cannot be written, bin/ of the checkout.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/hack/envtest-bins"
 version=$(awk '($1 == "k8s.io/kubernetes" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "k8s.io/kubernetes") {print $3}' "$mod/go.mod" | head -1)
 version=${version#v}
-dir="$root/bin/k8s/${version}-$(go env GOOS)-$(go env GOARCH)"
-mkdir -p "$dir"
+digest=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
+
+cache=${CONSUMERGROUP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/consumergroup-operator}
+if ! mkdir -p "$cache/k8s" 2>/dev/null || [[ ! -w "$cache/k8s" ]]; then
+  cache="$root/bin"
+  mkdir -p "$cache/k8s"
+fi
+dir="$cache/k8s/${version}-$(go env GOOS)-$(go env GOARCH)-${digest}"
+binaries=(etcd kube-apiserver kubectl)
+
+complete() {
+  for name in "${binaries[@]}"; do [[ -x "$1/$name" ]] || return 1; done
+}
+if complete "$dir"; then
+  echo "$dir"
+  exit 0
+fi
 
 major=${version%%.*}; rest=${version#*.}; minor=${rest%%.*}
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=v$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
-
-# build NAME PACKAGE: skipped when the binary exists and was built from the same go.sum.
-stamp=$(sha256sum "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+# Build beside the final directory and rename it into place, so that a checkout building at the same time
+# never sees half a set.
+tmp=$(mktemp -d "$cache/k8s/.build-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 build() {
-  local name=$1 pkg=$2
-  if [[ -x "$dir/$name" && -f "$dir/.$name.stamp" && "$(cat "$dir/.$name.stamp")" == "$stamp" ]]; then
-    return
-  fi
-  echo "building $name ($pkg) into $dir" >&2
-  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/$name" "$pkg")
-  echo "$stamp" > "$dir/.$name.stamp"
+  echo "building $1 ($2) into $dir" >&2
+  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$1" "$2")
 }
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kubectl k8s.io/kubernetes/cmd/kubectl
+if ! mv -T "$tmp" "$dir" 2>/dev/null && ! complete "$dir"; then
+  echo "could not move the binaries into $dir" >&2
+  exit 1
+fi
 echo "$dir"

@@ -12,8 +12,9 @@ if ! [[ $n =~ ^[0-9]+$ ]]; then echo "hack/scale.sh: N must be a whole number, g
 export KUBECONFIG=${KUBECONFIG:-$root/bin/localdev/kubeconfig}
 kubectl=${KUBECTL:-}
 if [[ -z $kubectl ]]; then
-  kubectl=$(ls "$root"/bin/k8s/*/kubectl 2>/dev/null | head -1 || true)
-  kubectl=${kubectl:-kubectl}
+  # The kubectl make run built (hack/envtest-bins.sh caches it), else the one on the PATH.
+  kubectl="$("$root/hack/envtest-bins.sh" 2>/dev/null)/kubectl" || true
+  [[ -x $kubectl ]] || kubectl=kubectl
 fi
 
 existing=$("$kubectl" get pods -l app=order-consumer -o name)

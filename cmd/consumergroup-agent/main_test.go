@@ -1,10 +1,11 @@
+//go:build envtest
+
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -264,15 +265,5 @@ func TestAgentDrain(t *testing.T) {
 	}
 	if code := <-drained; code != http.StatusOK {
 		t.Fatalf("drain returned %d, want 200", code)
-	}
-}
-
-func TestRunNamesMissingEnvironment(t *testing.T) {
-	for _, name := range []string{member.EnvPodName, member.EnvPodNamespace, member.EnvPodUID, member.EnvConsumerGroup} {
-		t.Setenv(name, "")
-	}
-	err := run(context.Background(), flag.NewFlagSet("agent", flag.ContinueOnError), nil)
-	if err == nil || !strings.Contains(err.Error(), member.EnvPodUID) || !strings.Contains(err.Error(), member.EnvConsumerGroup) {
-		t.Fatalf("run without the pod's environment returned %v, want an error naming the variables", err)
 	}
 }

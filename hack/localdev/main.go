@@ -1,5 +1,5 @@
 // Command localdev runs the operator on a control plane of its own, for `make run` on a machine without a
-// cluster. It starts etcd and kube-apiserver from bin/k8s (the binaries the tests use), installs the CRD,
+// cluster. It starts etcd and kube-apiserver from KUBEBUILDER_ASSETS (hack/envtest-bins.sh builds them; the tests use the same), installs the CRD,
 // creates two nodes in two zones, applies a sample ConsumerGroup and its member pods, and runs the
 // operator's manager, exactly as main.go builds it. It prints every generation of the assignment ConfigMap
 // and `kubectl get cg` once the group's status follows, and keeps running until interrupted, so that the reader can scale the

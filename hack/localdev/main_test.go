@@ -1,3 +1,5 @@
+//go:build envtest
+
 package main
 
 import (
@@ -27,7 +29,7 @@ import (
 func TestDemo(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver (hack/envtest-bins.sh) and sets it")
 	}
 	assets, err := filepath.Abs(assets)
 	if err != nil {

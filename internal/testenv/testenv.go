@@ -18,7 +18,7 @@ import (
 // fails the run with a message that says how to run the tests: skipping would count as passing.
 func Main(m *testing.M, crdDirs []string, setup func(env *envtest.Environment, cfg *rest.Config) error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver into bin/k8s and sets it")
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver (hack/envtest-bins.sh) and sets it")
 		os.Exit(1)
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: len(crdDirs) > 0}

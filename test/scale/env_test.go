@@ -36,7 +36,7 @@ var moduleRoot = filepath.Join("..", "..")
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the scale tests with `make test-scale`, which builds etcd and kube-apiserver into bin/k8s and sets it")
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the scale tests with `make test-scale`, which builds etcd and kube-apiserver (hack/envtest-bins.sh) and sets it")
 		os.Exit(1)
 	}
 	// The in-process operator logs a line per pass; SCALE_LOG=1 shows them.

@@ -22,8 +22,8 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // The large group: 16 brokers of 4,096 queues (65,536, the most one broker entry allows) read by 2,048
@@ -244,7 +244,7 @@ func (lg *largeGroup) leave(tb testing.TB, pod *corev1.Pod) {
 func (lg *largeGroup) watchConfigMaps(tb testing.TB) (watch.Interface, map[string]corev1.ConfigMap) {
 	tb.Helper()
 	ctx := context.Background()
-	sel := labels.SelectorFromSet(labels.Set{v1alpha1.GroupLabel: lg.name}).String()
+	sel := labels.SelectorFromSet(labels.Set{protocol.GroupLabel: lg.name}).String()
 	list, err := lg.c.clientset.CoreV1().ConfigMaps(lg.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	must(tb, err)
 	cms := map[string]corev1.ConfigMap{}
@@ -290,7 +290,7 @@ func (lg *largeGroup) checkMembersRead(tb testing.TB, p published, pods []*corev
 				return fmt.Errorf("pod %s: the member client reads member %q, want %q", pods[i].Name, a.Member, want.entry.Member)
 			case !slices.Equal(a.Queues, want.queues):
 				return fmt.Errorf("pod %s: the member client reads %d queues, the entry lists %d (the entry is in shard %d of %d)",
-					pods[i].Name, len(a.Queues), len(want.queues), assignment.ShardOf(pods[i].Name, p.shards), p.shards)
+					pods[i].Name, len(a.Queues), len(want.queues), protocol.ShardOf(pods[i].Name, p.shards), p.shards)
 			}
 			return nil
 		})

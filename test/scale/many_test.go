@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Many groups: 1,000 groups of 10 pods in 20 namespaces, 10,000 pods, served by one operator process.
@@ -256,7 +256,7 @@ func resourceVersions(tb testing.TB, c *cluster) map[string]string {
 		out["consumergroup "+g.Namespace+"/"+g.Name] = g.ResourceVersion
 	}
 	var cms corev1.ConfigMapList
-	must(tb, c.client.List(context.Background(), &cms, client.MatchingLabels{controllers.ManagedByLabel: controllers.ManagedByValue}))
+	must(tb, c.client.List(context.Background(), &cms, client.MatchingLabels{protocol.ManagedByLabel: protocol.ManagedByValue}))
 	for _, cm := range cms.Items {
 		out["configmap "+cm.Namespace+"/"+cm.Name] = cm.ResourceVersion
 	}

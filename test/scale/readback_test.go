@@ -15,13 +15,12 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/assignment"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // published is a group's assignment as read back the way any reader may: the assignment ConfigMap
 // "<group>-assignment" (the index) and, when its shards annotation says the entries are spread over N
-// shards, the shard ConfigMaps 0..N-1, each pod's entry in the shard assignment.ShardOf names.
+// shards, the shard ConfigMaps 0..N-1, each pod's entry in the shard protocol.ShardOf names.
 type published struct {
 	// configMaps is how many ConfigMaps hold the assignment: the index and its shards.
 	configMaps int
@@ -38,80 +37,64 @@ type published struct {
 }
 
 type readEntry struct {
-	entry  assignment.Entry
+	entry  protocol.Entry
 	queues []allocate.Queue
 }
 
 // readPublished lists every ConfigMap labelled with the group and decodes the assignment they publish.
 func readPublished(ctx context.Context, c client.Client, ns, group string) (published, error) {
 	var cms corev1.ConfigMapList
-	if err := c.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{v1alpha1.GroupLabel: group}); err != nil {
+	if err := c.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{protocol.GroupLabel: group}); err != nil {
 		return published{}, err
 	}
 	return decodePublished(group, cms.Items)
 }
 
-// decodePublished decodes group's assignment from cms, all the ConfigMaps labelled with the group. It is
-// an error when an entry does not decode or sits in a shard other than the one its pod would read, and
-// when a labelled ConfigMap is neither the index nor one of its shards: a leftover shard would be a
-// second, stale copy of some entries.
+// decodePublished decodes group's assignment from cms, all the ConfigMaps labelled with the group, as
+// protocol.ReadPublished reads it. It is an error when anything does not read back as the operator wrote
+// it, and when a labelled ConfigMap is neither the index nor one of its shards: a leftover shard would be
+// a second, stale copy of some entries.
 func decodePublished(group string, cms []corev1.ConfigMap) (published, error) {
 	byName := map[string]*corev1.ConfigMap{}
 	for i := range cms {
 		byName[cms[i].Name] = &cms[i]
 	}
-	indexName := group + member.AssignmentSuffix
+	indexName := protocol.AssignmentName(group)
 	index := byName[indexName]
 	if index == nil {
 		return published{}, fmt.Errorf("no ConfigMap %s", indexName)
 	}
-	p := published{entries: map[string]readEntry{}, shards: 1}
-	gen, err := strconv.ParseInt(index.Annotations[member.GenerationAnnotation], 10, 64)
-	if err != nil {
-		return p, fmt.Errorf("ConfigMap %s: annotation %s: %w", indexName, member.GenerationAnnotation, err)
+	read := protocol.ReadPublished(group, index, byName)
+	if len(read.Tampered) > 0 {
+		return published{}, fmt.Errorf("the assignment does not read back: %v", read.Tampered)
 	}
-	p.indexGeneration = gen
-	if v, ok := index.Annotations[assignment.ShardsAnnotation]; ok {
-		if p.shards, err = strconv.Atoi(v); err != nil || p.shards < 1 {
-			return p, fmt.Errorf("ConfigMap %s: annotation %s=%q is not a shard count", indexName, assignment.ShardsAnnotation, v)
-		}
-	}
-	sources := map[string]int{indexName: 0}
-	if p.shards > 1 {
-		if len(index.Data) > 0 {
-			return p, fmt.Errorf("ConfigMap %s says the entries are in %d shards but holds %d keys itself", indexName, p.shards, len(index.Data))
-		}
-		sources = map[string]int{}
-		for k := range p.shards {
-			name := assignment.ShardName(group, k)
-			if byName[name] == nil {
-				return p, fmt.Errorf("shard ConfigMap %s of %d is missing", name, p.shards)
-			}
-			sources[name] = k
-		}
-	}
+	p := published{entries: map[string]readEntry{}, shards: read.Shards, indexGeneration: read.Generation, configMaps: len(byName)}
 	for name := range byName {
-		if _, ok := sources[name]; !ok && name != indexName {
-			return p, fmt.Errorf("ConfigMap %s is labelled with the group but is not one of the %d shards the index names", name, p.shards)
+		if name == indexName {
+			continue
+		}
+		if _, k, ok := strings.Cut(name, indexName+"-"); !ok || read.Shards <= 1 || protocol.ShardName(group, atoi(k)) != name || atoi(k) >= read.Shards {
+			return p, fmt.Errorf("ConfigMap %s is labelled with the group but is not one of the %d shards the index names", name, read.Shards)
 		}
 	}
-	p.configMaps = len(byName)
-	for name, k := range sources {
-		cm := byName[name]
+	for _, cm := range byName {
 		for key, value := range cm.Data {
 			p.bytes += len(key) + len(value)
-			if got := assignment.ShardOf(key, p.shards); got != k {
-				return p, fmt.Errorf("pod %s's entry is in %s, but its pod reads shard %d", key, name, got)
-			}
-			e, qs, err := assignment.Decode([]byte(value))
-			if err != nil {
-				return p, fmt.Errorf("ConfigMap %s, key %s: %w", name, key, err)
-			}
-			p.entries[key] = readEntry{entry: e, queues: qs}
-			p.generation = max(p.generation, e.Generation)
 		}
 	}
+	for pod, e := range read.Entries {
+		p.entries[pod] = readEntry{entry: e.Entry, queues: e.Queues}
+		p.generation = max(p.generation, e.Generation)
+	}
 	return p, nil
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // queueSpace is the set of queues a group names: topic → broker → queue count.
