@@ -331,3 +331,20 @@ func FuzzDecodeHandoff(f *testing.F) {
 		}
 	})
 }
+
+// TestDecideAClaimOfAnUnknownFormatHoldsEverythingBack: a member one protocol version ahead writes a claim
+// this operator cannot read; the operator takes the safe side and says so.
+func TestDecideAClaimOfAnUnknownFormatHoldsEverythingBack(t *testing.T) {
+	group := testGroup(averagely, 4)
+	obs := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
+	obs = applied(group, obs, decide(group, obs, env(group, t0)))
+	future := lease("p1", 1, qs(2, 3), t0)
+	future.HasClaim, future.Claim, future.ClaimErr = true, nil, fmt.Errorf("claim has format version 2; this reader knows version 1")
+	obs.leases = []protocol.LeaseState{lease("p0", 1, qs(0, 1), t0), future}
+	// p1 leaves: its queues would go to p0, but p1 may be reading anything.
+	obs.pods = obs.pods[:1]
+	d := decide(group, obs, env(group, t0.Add(time.Second)))
+	if len(entryOf(d, "p0")) != 2 || d.tampered == nil || d.tampered.Reason != ReasonClaimUnreadable || !strings.Contains(d.tampered.Message, "g.p1") {
+		t.Fatalf("p0 %v, tampered %v; want p1's queues held back and ClaimUnreadable naming its Lease", entryOf(d, "p0"), d.tampered)
+	}
+}

@@ -152,6 +152,7 @@ func (k *leaseKeeper) renew(ctx context.Context, checkView func(context.Context)
 	if k.last == nil {
 		retryAt, err := k.acquire(ctx, sentAt)
 		if err != nil || !retryAt.IsZero() {
+			k.changed() // the reason nothing is in force changed
 			return min(k.renewEvery, max(retryAt.Sub(sentAt), 100*time.Millisecond)), err
 		}
 	} else if err := k.write(ctx, &sentAt); err != nil {

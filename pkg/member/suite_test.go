@@ -131,13 +131,26 @@ func publish(t testing.TB, ns string, generation int64, entries map[string][]mem
 // publishAs publishes for the group incarnation uid, over shards ConfigMaps when shards is above 1.
 func publishAs(t testing.TB, ns string, uid types.UID, generation int64, shards int, entries map[string][]member.Queue) {
 	t.Helper()
+	uids := map[string]types.UID{}
+	for pod := range entries {
+		if p, err := cs.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{}); err == nil {
+			uids[pod] = p.UID
+		}
+	}
+	publishShards(t, ns, uid, generation, shards, uids, entries)
+}
+
+// publishWithUIDs publishes entries naming the given pod UIDs.
+func publishWithUIDs(t testing.TB, ns string, generation int64, uids map[string]types.UID, entries map[string][]member.Queue) {
+	t.Helper()
+	publishShards(t, ns, groupUID, generation, 1, uids, entries)
+}
+
+func publishShards(t testing.TB, ns string, uid types.UID, generation int64, shards int, uids map[string]types.UID, entries map[string][]member.Queue) {
+	t.Helper()
 	a := testenv.Assignment{Namespace: ns, Group: group, GroupUID: uid, Generation: generation, Shards: shards, Entries: map[string]testenv.PodQueues{}}
 	for pod, qs := range entries {
-		var podUID types.UID
-		if p, err := cs.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{}); err == nil {
-			podUID = p.UID
-		}
-		a.Entries[pod] = testenv.PodQueues{UID: podUID, Queues: qs}
+		a.Entries[pod] = testenv.PodQueues{UID: uids[pod], Queues: qs}
 	}
 	testenv.Publish(t, cs, a)
 }
