@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -102,3 +104,63 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkSteadyStateLeaseWrites counts the Lease writes of members with the default lease duration that
+// have nothing new to apply, at the API server: a watch on the members' namespace sees one event per write.
+// It counts over one lease duration and reports writes per second per 1,000 members.
+//
+//	go test -tags envtest ./pkg/member -run '^$' -bench SteadyStateLeaseWrites -benchtime 1x
+func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
+	const members = 100
+	ns := newNamespace(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	entries := map[string][]member.Queue{}
+	clients := make([]*member.Client, members)
+	for i := range members {
+		pod := newPod(b, ns, fmt.Sprintf("steady-%d", i))
+		c, err := member.New(cs, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = c
+		go func() { _ = c.Run(ctx) }()
+		entries[pod.Name] = queues(int32(i))
+	}
+	publish(b, ns, 1, entries)
+	eventually(b, time.Minute, func() error {
+		for i, c := range clients {
+			if c.Acked() != 1 {
+				return fmt.Errorf("member %d has acknowledged %d", i, c.Acked())
+			}
+		}
+		return nil
+	})
+	window := protocol.DefaultLeaseDuration
+	var writes int
+	for b.Loop() {
+		// Watch from now on: the Leases that exist are not writes of the window.
+		list, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.After(window)
+	count:
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if ev.Type == watch.Modified || ev.Type == watch.Added {
+					writes++
+				}
+			case <-deadline:
+				break count
+			}
+		}
+		w.Stop()
+	}
+	b.ReportMetric(float64(writes)/float64(b.N)/window.Seconds()*1000/members, "lease-writes/s/1000-members")
+}
