@@ -5,11 +5,13 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 func main() {
@@ -19,12 +21,15 @@ func main() {
 		leaderElect   bool
 		leaderElectNS string
 		namespaces    string
+		maxClockSkew  time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles.")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces.")
+	flag.DurationVar(&maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
+		"How far the clocks of member pods and of the operator may differ; a claim stands this much past its Lease's duration.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -37,7 +42,7 @@ func main() {
 		setupLog.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	if err := manager.Setup(ctx, mgr); err != nil {
+	if err := manager.Setup(ctx, mgr, maxClockSkew); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

@@ -87,7 +87,8 @@ type HandoffMode string
 
 const (
 	// Cooperative first publishes a generation in which the old owner no longer has the queue, and gives it
-	// to the new owner only once the old owner acknowledged that generation, is gone, or timed out.
+	// to the new owner only once no other member's claim in its Lease may still cover it: the old owner
+	// acknowledged that generation, its Lease expired, its containers stopped, or it was fenced.
 	Cooperative HandoffMode = "Cooperative"
 	// Immediate publishes the new owner at once, as RocketMQ's clients do: for a moment both may read.
 	Immediate HandoffMode = "Immediate"
@@ -101,8 +102,9 @@ type Handoff struct {
 	Mode HandoffMode `json:"mode,omitempty"`
 
 	// revokeTimeoutSeconds is how long a member has to acknowledge that a queue was taken from it. A member
-	// that has not by then is fenced: a Warning event and the Fenced condition say so, and the queue goes
-	// to its new owner.
+	// that has not by then, and still renews its Lease, is fenced: a Warning event and the Fenced condition
+	// say so, and the queue goes to its new owner. A member that stopped renewing is waited for instead:
+	// it stops reading on its own when its Lease runs out.
 	// +optional
 	// +kubebuilder:default=30
 	// +kubebuilder:validation:Minimum=1
@@ -339,8 +341,10 @@ type ConsumerGroupStatus struct {
 
 	// conditions: Ready (the published assignment matches the spec and the current members), Degraded
 	// (the operator cannot compute a new assignment; the last good one stays published), Progressing (a
-	// cooperative handoff is in flight: some queues wait for their old owner to let go) and Fenced (a
-	// member did not acknowledge a revocation in time and its queues were handed on).
+	// cooperative handoff is in flight: some queues wait for their old reader to let go), Fenced (a
+	// member did not acknowledge a revocation in time while it kept renewing its Lease, and its queues
+	// were handed on) and Tampered (the objects the operator wrote, or a member's claim, were deleted or
+	// edited; queues nobody claims are held back until every member caught up).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

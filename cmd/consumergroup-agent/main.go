@@ -46,7 +46,8 @@ func main() {
 func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on; keep it on localhost")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; the pod's service account when empty")
-	leaseDuration := fs.Duration("lease-duration", protocol.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it")
+	leaseDuration := fs.Duration("lease-duration", protocol.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it, and the consumer must stop reading within the last third once it cannot be")
+	maxClockSkew := fs.Duration("max-clock-skew", protocol.DefaultMaxClockSkew, "how far this pod's clock may differ from the operator's and other pods'; the same value as the operator's --max-clock-skew")
 	autoAck := fs.Bool("auto-ack", false, "acknowledge each assignment as soon as it is read, for consumers that never call /v1/ack")
 	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")
 	maxPoll := fs.Duration("max-poll-timeout", 5*time.Minute, "longest timeout a long-poll may ask for")
@@ -59,7 +60,7 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.LeaseDuration, cfg.AutoAck, cfg.DrainAckTimeout = *leaseDuration, *autoAck, *drainAckTimeout
+	cfg.LeaseDuration, cfg.MaxClockSkew, cfg.AutoAck, cfg.DrainAckTimeout = *leaseDuration, *maxClockSkew, *autoAck, *drainAckTimeout
 
 	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {

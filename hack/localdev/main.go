@@ -144,7 +144,7 @@ func run(ctx context.Context, assets, sample, namespace string, pods int, dir st
 	if err != nil {
 		return err
 	}
-	if err := manager.Setup(ctx, mgr); err != nil {
+	if err := manager.Setup(ctx, mgr, 0); err != nil {
 		return err
 	}
 	// The stand-in scheduler and kubelet, in a manager of its own so that it sees whole pods, not the

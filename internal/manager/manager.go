@@ -6,6 +6,7 @@ package manager
 import (
 	"context"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -61,13 +62,15 @@ func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, nam
 	}
 }
 
-// Setup registers the controller and the health checks with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager) error {
+// Setup registers the controller and the health checks with mgr. maxClockSkew is how far the clocks of
+// member pods and of the operator may differ (protocol.DefaultMaxClockSkew when zero).
+func Setup(ctx context.Context, mgr ctrl.Manager, maxClockSkew time.Duration) error {
 	r := &controllers.ConsumerGroupReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("consumergroup-operator"),
-		Clock:     clock.RealClock{},
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("consumergroup-operator"),
+		Clock:        clock.RealClock{},
+		MaxClockSkew: maxClockSkew,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -310,7 +310,7 @@ func startInProcessOperator(tb testing.TB, c *cluster) {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	must(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	must(tb, manager.Setup(ctx, mgr))
+	must(tb, manager.Setup(ctx, mgr, 0))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	tb.Cleanup(func() {
