@@ -30,7 +30,7 @@ type protocol1Member struct {
 	done   chan struct{}
 }
 
-func startProtocol1Member(t *testing.T, group string, pod *corev1.Pod, own *testenv.Ownership) *protocol1Member {
+func startProtocol1Member(t *testing.T, group string, pod *corev1.Pod, own *testenv.Ownership) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &protocol1Member{pod: pod, cancel: cancel, done: make(chan struct{})}
@@ -91,7 +91,6 @@ func startProtocol1Member(t *testing.T, group string, pod *corev1.Pod, own *test
 		}
 	}()
 	t.Cleanup(func() { m.stop(own) })
-	return m
 }
 
 func (m *protocol1Member) stop(own *testenv.Ownership) {

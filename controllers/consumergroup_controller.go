@@ -93,7 +93,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err error) (ctrl.Result, error) {
 	switch {
 	case ctx.Err() != nil:
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil //nolint:nilerr // a pass cut short by the operator stopping is not an error
+
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil

@@ -263,7 +263,7 @@ func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
 	leases := k.cs.CoordinationV1().Leases(k.cfg.Namespace)
 	for attempt := 0; ; attempt++ {
 		if k.last == nil {
-			return fmt.Errorf("Lease %s is not held", k.name)
+			return fmt.Errorf("the Lease %s is not held", k.name)
 		}
 		st := k.state()
 		updated, err := leases.Update(ctx, k.lease(st, k.last, nil, renewAt), metav1.UpdateOptions{FieldManager: fieldManager})
@@ -289,7 +289,7 @@ func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
 		case err == nil:
 			if !protocol.HeldBy(current, k.cfg.PodUID) {
 				k.lose(fmt.Sprintf("another pod named %s took it over", k.cfg.Pod))
-				return fmt.Errorf("Lease %s was taken over by another pod", k.name)
+				return fmt.Errorf("the Lease %s was taken over by another pod", k.name)
 			}
 			k.last = current
 		default:

@@ -36,8 +36,9 @@ func configMaps(parts []Part) map[string]*corev1.ConfigMap {
 	return out
 }
 
-// bigEntries are n entries of about 1 KiB each.
-func bigEntries(generation int64, n int) map[string]string {
+// bigEntries are 2000 entries of about 1 KiB each: more than one ConfigMap holds.
+func bigEntries(generation int64) map[string]string {
+	const n = 2000
 	pods := map[string][]int32{}
 	for i := range n {
 		var ids []int32
@@ -57,7 +58,7 @@ func TestLayoutWritesShardsBeforeTheIndex(t *testing.T) {
 	if len(small) != 1 || small[0].Name != "orders-assignment" || len(small[0].Data) != 2 || small[0].Annotations[GenerationAnnotation] != "4" {
 		t.Fatalf("a small assignment is laid out as %+v", small)
 	}
-	large, err := Layout("orders", 4, bigEntries(4, 2000), nil)
+	large, err := Layout("orders", 4, bigEntries(4), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,14 +116,14 @@ func TestReadPublishedFindsEveryEdit(t *testing.T) {
 		{"digest removed", false, func(cms map[string]*corev1.ConfigMap) { delete(cms["orders-assignment"].Annotations, DigestAnnotation) }, "was removed"},
 		{"shard removed", true, func(cms map[string]*corev1.ConfigMap) { delete(cms, "orders-assignment-0") }, "is missing"},
 		{"shard behind", true, func(cms map[string]*corev1.ConfigMap) {
-			old, _ := Layout("orders", 3, bigEntries(3, 2000), nil)
+			old, _ := Layout("orders", 3, bigEntries(3), nil)
 			cms["orders-assignment-1"] = configMaps(old)["orders-assignment-1"]
 		}, "generation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := entries(4, map[string][]int32{"a": {0, 1}, "b": {2}})
 			if tc.shards {
-				data = bigEntries(4, 2000)
+				data = bigEntries(4)
 			}
 			parts, err := Layout("orders", 4, data, map[string]string{HandoffAnnotation: `{"revocations":[]}`})
 			if err != nil {
@@ -166,7 +167,7 @@ func TestViewEntry(t *testing.T) {
 		t.Errorf("pod a reads an edited entry as %+v; want an error and no queues", v)
 	}
 
-	sharded, _ := Layout("orders", 5, bigEntries(5, 2000), nil)
+	sharded, _ := Layout("orders", 5, bigEntries(5), nil)
 	cms := configMaps(sharded)
 	index = cms["orders-assignment"]
 	shardName, err := ShardFor("orders", index, "consumer-7")
@@ -179,7 +180,7 @@ func TestViewEntry(t *testing.T) {
 	if v, _ := ViewEntry("orders", index, nil, false, "consumer-7", "uid-consumer-7"); v.Err == nil {
 		t.Error("an entry in a shard not read yet reads without an error")
 	}
-	older, _ := Layout("orders", 4, bigEntries(4, 2000), nil)
+	older, _ := Layout("orders", 4, bigEntries(4), nil)
 	if _, ok := ViewEntry("orders", index, configMaps(older)[shardName], true, "consumer-7", "uid-consumer-7"); ok {
 		t.Error("a shard behind the index gives a view")
 	}

@@ -72,7 +72,7 @@ func startOperator(tb testing.TB, bin, kubeconfig, logPath string) *operatorProc
 	p := &operatorProcess{cmd: cmd, metricsURL: "http://" + metricsAddr + "/metrics", logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(p.exited)
 	}()
 	tb.Cleanup(func() { p.kill() })
@@ -108,7 +108,7 @@ func (p *operatorProcess) memory(tb testing.TB) (rss, hwm int64) {
 	tb.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	must(tb, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
@@ -141,7 +141,7 @@ func (p *operatorProcess) scrape(ctx context.Context) (metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", p.metricsURL, resp.Status)
 	}
@@ -153,7 +153,7 @@ func freeAddr(tb testing.TB) string {
 	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(tb, err)
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
