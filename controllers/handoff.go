@@ -27,6 +27,7 @@ const handoffStateVersion = 2
 // handoff where the last one stopped. It is a hint: when it is missing or cannot be trusted, the operator
 // works from the members' claims alone (see handoff).
 type handoffState struct {
+	// Version is handoffStateVersion; a state of another version is not trusted.
 	Version int `json:"version"`
 	// Revocations are queues taken from a pod incarnation that has not yet acknowledged it. One with All
 	// set is a recovery: the operator lost track of what it had published, so until the incarnation

@@ -5,14 +5,18 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
@@ -29,7 +33,10 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 	const members, queues = 10, 64
 	ns := fmt.Sprintf("bench-join-%d", time.Now().UnixNano())
 	must(b, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	stop := startManager(b, ns)
+	counter := &writeCounter{}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	stop := startManagerAs(b, ns, cfg)
 	defer stop()
 	cs := newClientset(b)
 	own := testenv.NewOwnership()
@@ -73,13 +80,38 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		return out
 	}
 
+	// Acknowledgements, as the API server sees them: Lease writes that change the acknowledged generation.
+	// Renewals write the Lease too, on their own schedule, and are not counted.
+	var acks atomic.Int64
+	leases, err := cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
+	must(b, err)
+	defer leases.Stop()
+	go func() {
+		acked := map[string]string{}
+		for ev := range leases.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			if a := l.Annotations[protocol.AckedGenerationAnnotation]; a != acked[l.Name] {
+				if _, seen := acked[l.Name]; seen {
+					acks.Add(1)
+				}
+				acked[l.Name] = a
+			}
+		}
+	}()
+
 	var firstQueue, handoffs []time.Duration
+	var joinAcks, joinWrites int64
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		name := fmt.Sprintf("j-new-%d", i)
 		seen := watchJoin(name)
 		p := testenv.Pod(ns, name, "j").OnNode("n").NotReady().Create(b, k8s)
 		m := startSimMember(b, "j", p, own)
+		time.Sleep(200 * time.Millisecond)
+		acksBefore, writesBefore := acks.Load(), counter.writes.Load()
 		b.StartTimer()
 
 		start := time.Now()
@@ -92,6 +124,10 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		handoffs = append(handoffs, s.granted.Sub(s.listed))
 
 		b.StopTimer()
+		// Let the last acknowledgements of the join land before counting.
+		time.Sleep(200 * time.Millisecond)
+		joinAcks += acks.Load() - acksBefore
+		joinWrites += counter.writes.Load() - writesBefore
 		// Leave again, drained, so that every iteration joins a group of the same size.
 		must(b, k8s.Delete(context.Background(), p))
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -116,6 +152,8 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 	b.ReportMetric(ms64(percentile(firstQueue, 99)), "ready-to-queue-p99-ms")
 	b.ReportMetric(ms64(percentile(handoffs, 50)), "handoff-p50-ms")
 	b.ReportMetric(ms64(percentile(handoffs, 99)), "handoff-p99-ms")
+	b.ReportMetric(float64(joinAcks)/float64(len(firstQueue)), "member-acks/join")
+	b.ReportMetric(float64(joinWrites)/float64(len(firstQueue)), "operator-writes/join")
 }
 
 func ms64(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
 // Annotations the operator reads on member pods. The keys of the objects it writes for the pods to read
@@ -28,15 +30,16 @@ const (
 // +kubebuilder:validation:Enum=Averagely;AveragelyByCircle;ConsistentHash;MachineRoomNearby;ByMachineRoom;ByConfig;Sticky
 type StrategyType string
 
-// The strategy types; each is documented in docs/strategies.md.
+// The strategy types, named as pkg/allocate's registry names them; each is documented in
+// docs/strategies.md.
 const (
-	Averagely         StrategyType = "Averagely"
-	AveragelyByCircle StrategyType = "AveragelyByCircle"
-	ConsistentHash    StrategyType = "ConsistentHash"
-	MachineRoomNearby StrategyType = "MachineRoomNearby"
-	ByMachineRoom     StrategyType = "ByMachineRoom"
-	ByConfig          StrategyType = "ByConfig"
-	Sticky            StrategyType = "Sticky"
+	Averagely         = StrategyType(allocate.Averagely)
+	AveragelyByCircle = StrategyType(allocate.AveragelyByCircle)
+	ConsistentHash    = StrategyType(allocate.ConsistentHash)
+	MachineRoomNearby = StrategyType(allocate.MachineRoomNearby)
+	ByMachineRoom     = StrategyType(allocate.ByMachineRoom)
+	ByConfig          = StrategyType(allocate.ByConfig)
+	Sticky            = StrategyType(allocate.Sticky)
 )
 
 // InnerStrategyType names a strategy MachineRoomNearby may apply inside each machine room.

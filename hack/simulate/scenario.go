@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 )
 
 // Scenario is a sequence of group states. Every step lists the full membership; a step may also
@@ -16,18 +18,11 @@ type Scenario struct {
 	Steps       []Step  `json:"steps"`
 }
 
-// Topic is one topic and the brokers that serve its queues.
-type Topic struct {
-	Name    string   `json:"name"`
-	Brokers []Broker `json:"brokers"`
-}
+// Topic is one topic and the brokers that serve its queues, as a ConsumerGroup names them.
+type Topic = v1alpha1.Topic
 
-// Broker serves Queues queues (ids 0..Queues-1) of a topic from Zone.
-type Broker struct {
-	Name   string `json:"name"`
-	Queues int    `json:"queues"`
-	Zone   string `json:"zone"`
-}
+// Broker serves Queues queues (ids 0..Queues-1) of a topic from Zone, as a ConsumerGroup names it.
+type Broker = v1alpha1.Broker
 
 // Step is the group at one point in time.
 type Step struct {
@@ -43,6 +38,15 @@ type Member struct {
 	ID     string `json:"id"`
 	Zone   string `json:"zone"`
 	Weight int32  `json:"weight,omitempty"`
+}
+
+// sized is one step per group size: pods pod-0 .. pod-(n-1), the newest leaving first when it shrinks.
+func sized(counts ...int) []Step {
+	steps := make([]Step, len(counts))
+	for i, n := range counts {
+		steps[i] = Step{Label: fmt.Sprintf("%d pods", n), Members: pods(n)}
+	}
+	return steps
 }
 
 // loadScenario returns the built-in scenario called nameOrFile, or reads the file of that name.
@@ -92,7 +96,7 @@ func pods(n int) []Member {
 func orders(perBroker int) []Topic {
 	t := Topic{Name: "orders"}
 	for i, z := range zones {
-		t.Brokers = append(t.Brokers, Broker{Name: fmt.Sprintf("broker-%c", 'a'+i), Queues: perBroker, Zone: z})
+		t.Brokers = append(t.Brokers, Broker{Name: fmt.Sprintf("broker-%c", 'a'+i), Queues: int32(perBroker), Zone: z})
 	}
 	return []Topic{t}
 }
@@ -131,23 +135,13 @@ func builtins() []Scenario {
 			Name:        "scale-out",
 			Description: "A group of 10 pods grows to 11, 12 and 16 pods; 48 queues over three zones.",
 			Topics:      orders(16),
-			Steps: []Step{
-				{Label: "10 pods", Members: pods(10)},
-				{Label: "11 pods", Members: pods(11)},
-				{Label: "12 pods", Members: pods(12)},
-				{Label: "16 pods", Members: pods(16)},
-			},
+			Steps:       sized(10, 11, 12, 16),
 		},
 		{
 			Name:        "scale-in",
 			Description: "A group of 16 pods shrinks to 12, 11 and 10 pods, the newest pods leaving first.",
 			Topics:      orders(16),
-			Steps: []Step{
-				{Label: "16 pods", Members: pods(16)},
-				{Label: "12 pods", Members: pods(12)},
-				{Label: "11 pods", Members: pods(11)},
-				{Label: "10 pods", Members: pods(10)},
-			},
+			Steps:       sized(16, 12, 11, 10),
 		},
 		{
 			Name:        "rolling-restart",

@@ -8,16 +8,16 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
-// Output is the simulator's JSON document.
+// Output is the simulator's JSON document: the scenario, its step labels, one Result per strategy, and
+// the strategies left out of the comparison, each with the reason.
 type Output struct {
 	Scenario string   `json:"scenario"`
 	Labels   []string `json:"labels"`
 	Results  []Result `json:"results"`
-	// Skipped lists strategies left out of the comparison, with the reason.
-	Skipped []string `json:"skipped,omitempty"`
+	Skipped  []string `json:"skipped,omitempty"`
 }
 
-// Result is one strategy's run through the scenario.
+// Result is one strategy's run through the scenario: a StepResult per step.
 type Result struct {
 	Strategy string       `json:"strategy"`
 	Steps    []StepResult `json:"steps"`
@@ -154,7 +154,7 @@ func input(topics []Topic, members []Member, prev allocate.Plan) allocate.Input 
 		for _, b := range t.Brokers {
 			in.BrokerZones[b.Name] = b.Zone
 			for id := range b.Queues {
-				in.Queues = append(in.Queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: int32(id)})
+				in.Queues = append(in.Queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
 			}
 		}
 	}

@@ -99,13 +99,7 @@ func sortedMembers(ms []Member) []Member {
 }
 
 func compareMembers(a, b Member) int {
-	if c := CompareUTF16(a.ID, b.ID); c != 0 {
-		return c
-	}
-	if c := CompareUTF16(a.Zone, b.Zone); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Weight, b.Weight)
+	return cmp.Or(CompareUTF16(a.ID, b.ID), CompareUTF16(a.Zone, b.Zone), cmp.Compare(a.Weight, b.Weight))
 }
 
 // emptyPlan returns a plan in which every member has an empty, non-nil list.
