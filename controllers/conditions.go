@@ -78,8 +78,7 @@ const maxStatusMembers = 4096
 func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1alpha1.ConsumerGroupStatus {
 	status := *group.Status.DeepCopy()
 	status.ObservedGeneration = group.Generation
-	// Never back: the generation is reserved here before it is published, so that a ConfigMap deleted
-	// later comes back above anything a member may have seen.
+	// Never back: a ConfigMap deleted later comes back above anything a member may have seen.
 	status.AssignmentGeneration = max(d.generation, group.Status.AssignmentGeneration)
 	status.AssignmentConfigMap = ""
 	status.Members = nil

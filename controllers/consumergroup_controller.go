@@ -37,7 +37,7 @@ type ConsumerGroupReconciler struct {
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
 // behind, which is normal, not an error.
-const conflictRetry = 100 * time.Millisecond
+const conflictRetry = 20 * time.Millisecond
 
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=consumergroups/status,verbs=update
@@ -47,8 +47,8 @@ const conflictRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile recomputes one group's assignment from the world, records it in the status, publishes it when
-// it changed, and reports what happened in events.
+// Reconcile recomputes one group's assignment from the world, publishes it when it changed, records it in
+// the status, and reports what happened in events.
 func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var group v1alpha1.ConsumerGroup
 	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
@@ -69,14 +69,23 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	now := r.Clock.Now()
 	strategy, prob := r.strategies.get(&group)
-	d := decide(&group, obs, decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob})
-
-	oldStatus := group.Status.DeepCopy()
-	if err := r.writeStatus(ctx, &group, d, now); err != nil {
-		return r.retry(ctx, "status", err)
-	}
+	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
+	d := decide(&group, obs, env)
 	if err := r.publish(ctx, &group, obs, d); err != nil {
 		return r.retry(ctx, "assignment", err)
+	}
+	oldStatus := group.Status.DeepCopy()
+	err = r.writeStatus(ctx, &group, d, now)
+	if apierrors.IsConflict(err) {
+		// Most often the cache has not yet caught up with the status this operator wrote a moment ago:
+		// compute the status once more from the group as the API server has it, rather than wait.
+		if err = r.APIReader.Get(ctx, req.NamespacedName, &group); err == nil {
+			oldStatus = group.Status.DeepCopy()
+			err = r.writeStatus(ctx, &group, d, now)
+		}
+	}
+	if err != nil {
+		return r.retry(ctx, "status", err)
 	}
 	if d.rebalanced {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.generation,

@@ -17,6 +17,12 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
+// recoveryStep is how far above the highest generation it knows the operator publishes after it lost what
+// it published. A member never acts on a generation at or below one it acted on; the status and the
+// acknowledgements hold every generation but those published in the moments before the operator last
+// stopped, which this step leaves far behind.
+const recoveryStep = 100
+
 // decideEnv is what a decision depends on besides the group and the world: the time, how far clocks may
 // differ, and the group's strategy (or why it cannot be built).
 type decideEnv struct {
@@ -318,6 +324,9 @@ func (p *planning) handOff() *problem {
 	p.d.generation, p.d.rebalancedAt = pub.Generation, pub.RebalancedAt
 	if !p.trusted || !pub.Exists || !p.sameAsPublished() {
 		p.d.generation, p.d.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
+		if p.d.tampered != nil && p.d.tampered.Reason != ReasonClaimUnreadable {
+			p.d.generation = p.floor + recoveryStep
+		}
 		p.d.rebalanced = true
 		before := allocate.Plan{}
 		if p.trusted {

@@ -164,8 +164,8 @@ func TestDecideRecoversFromALostAssignment(t *testing.T) {
 		t.Fatalf("tampered = %v, want AssignmentDeleted", d.tampered)
 	}
 	assertPartition(t, d)
-	if d.generation != 8 || !slices.Equal(entryOf(d, "p0"), qs(0, 1)) || !slices.Equal(entryOf(d, "p1"), qs(3)) || len(entryOf(d, "p2")) != 0 {
-		t.Fatalf("generation %d: p0 %v, p1 %v, p2 %v; want generation 8 keeping only claimed queues the target leaves",
+	if d.generation != 7+recoveryStep || !slices.Equal(entryOf(d, "p0"), qs(0, 1)) || !slices.Equal(entryOf(d, "p1"), qs(3)) || len(entryOf(d, "p2")) != 0 {
+		t.Fatalf("generation %d: p0 %v, p1 %v, p2 %v; want generation 7+recoveryStep keeping only claimed queues the target leaves",
 			d.generation, entryOf(d, "p0"), entryOf(d, "p1"), entryOf(d, "p2"))
 	}
 	if d.handoff.recovering != 3 {
@@ -173,9 +173,10 @@ func TestDecideRecoversFromALostAssignment(t *testing.T) {
 	}
 	obs = applied(group, obs, d)
 
-	// The assignment is trusted again. p0 and p1 acknowledged generation 8, p2 has not: what nobody claims
+	// The assignment is trusted again. p0 and p1 acknowledged the recovery, p2 has not: what nobody claims
 	// may go to p2, the one reader that may still hold anything, but to no one else.
-	obs.leases = []protocol.LeaseState{lease("p0", 8, qs(0, 1), t0), lease("p1", 8, qs(3), t0), lease("p2", 6, nil, t0)}
+	recovery := d.generation
+	obs.leases = []protocol.LeaseState{lease("p0", recovery, qs(0, 1), t0), lease("p1", recovery, qs(3), t0), lease("p2", 6, nil, t0)}
 	d = decide(group, obs, env(group, t0.Add(time.Second)))
 	if d.tampered != nil || !slices.Equal(entryOf(d, "p1"), qs(3)) || !slices.Equal(entryOf(d, "p2"), qs(4, 5)) {
 		t.Fatalf("tampered %v, p1 %v, p2 %v; want queue 2 held back from p1 while p2 is in recovery", d.tampered, entryOf(d, "p1"), entryOf(d, "p2"))
@@ -211,8 +212,8 @@ func TestDecideFindsEdits(t *testing.T) {
 			if d.tampered == nil || d.tampered.Reason != ReasonAssignmentEdited || !strings.Contains(d.tampered.Message, tc.want) {
 				t.Fatalf("tampered = %v, want AssignmentEdited saying %q", d.tampered, tc.want)
 			}
-			if d.generation != 2 || len(d.writes) != 1 {
-				t.Fatalf("generation %d with %d writes, want the assignment published again at generation 2", d.generation, len(d.writes))
+			if d.generation != 1+recoveryStep || len(d.writes) != 1 {
+				t.Fatalf("generation %d with %d writes, want the assignment published again at generation 1+recoveryStep", d.generation, len(d.writes))
 			}
 		})
 	}

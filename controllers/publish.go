@@ -24,9 +24,10 @@ import (
 // FieldOwner is the field manager of everything the operator writes.
 const FieldOwner = "consumergroup-operator"
 
-// writeStatus writes the group's status when it changed. It runs before the assignment is published: the
-// status then holds the generation about to be published, so that even if the operator stops between the
-// two writes, and someone deletes the ConfigMap, the next generation is above any a member has seen.
+// writeStatus writes the group's status when it changed, after the assignment: the status reports what
+// is published. It is also where the generation is remembered should the ConfigMap be deleted; a
+// generation published just before the operator stopped, and never recorded here, is covered by the step
+// a recovery takes (recoveryStep).
 func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) error {
 	status := statusFor(group, d, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
