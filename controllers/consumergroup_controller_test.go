@@ -372,6 +372,16 @@ func TestConfigMapRestored(t *testing.T) {
 		editAssignment(t, ns, "r", func(cm *corev1.ConfigMap) { cm.Data["intruder"] = cm.Data["r-1"] })
 		waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
 	})
+	t.Run("each edit is reported and restored once", func(t *testing.T) {
+		if n := len(eventMessages(t, ns, "r", ReasonAssignmentEdited)); n == 0 {
+			t.Fatal("no AssignmentEdited event")
+		}
+		before := getAssignment(t, ns, "r").ResourceVersion
+		time.Sleep(time.Second)
+		if after := getAssignment(t, ns, "r").ResourceVersion; after != before {
+			t.Fatalf("the restored ConfigMap was written again (resourceVersion %s → %s)", before, after)
+		}
+	})
 }
 
 // editAssignment changes a group's assignment ConfigMap as a person with kubectl edit would, again if the

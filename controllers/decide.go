@@ -63,10 +63,10 @@ type decision struct {
 }
 
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, what to
-// publish. It runs the checks that can stop a new assignment in order (planning.steps); the first that
+// publish. It runs the checks that can stop a new assignment in order; the first that
 // fails keeps the published assignment in place.
 func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decision {
-	p := &planning{group: group, obs: obs, env: env, d: &decision{}}
+	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
 	p.readLeases()
 	p.judgeTrust()
 	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate, p.handOff, p.layOut} {
@@ -79,8 +79,8 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 	return p.d
 }
 
-// planning carries one decision through its steps.
-type planning struct {
+// decider carries one decision through its steps.
+type decider struct {
 	group *v1alpha1.ConsumerGroup
 	obs   *observation
 	env   decideEnv
@@ -100,7 +100,7 @@ type planning struct {
 
 // readLeases indexes the Leases by pod and lists every incarnation that may be reading: the holders of
 // Leases, the pods, and whoever the published objects name.
-func (p *planning) readLeases() {
+func (p *decider) readLeases() {
 	p.leaseOf = map[string]*protocol.LeaseState{}
 	byKey := map[string]*incarnation{}
 	add := func(pod string, uid types.UID) *incarnation {
@@ -145,7 +145,7 @@ func (p *planning) readLeases() {
 // judgeTrust decides whether what the operator published can be believed: it exists (or nothing was ever
 // published), matches its digests, and its handoff state reads. Otherwise the pass says what was found and
 // works from the members' claims alone.
-func (p *planning) judgeTrust() {
+func (p *decider) judgeTrust() {
 	pub := p.obs.published
 	p.floor = max(p.floor, pub.Generation, p.group.Status.AssignmentGeneration)
 	for _, e := range pub.Entries {
@@ -183,9 +183,9 @@ func (p *planning) judgeTrust() {
 	p.trusted, p.state = true, state
 }
 
-func (p *planning) checkSelector() *problem { return p.obs.selectorProblem }
+func (p *decider) checkSelector() *problem { return p.obs.selectorProblem }
 
-func (p *planning) findMembers() *problem {
+func (p *decider) findMembers() *problem {
 	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.leaseOf, p.env.now)
 	p.d.members, p.memberExpiry = members, expiry
 	for _, m := range members {
@@ -199,7 +199,7 @@ func (p *planning) findMembers() *problem {
 // listQueues lists every queue the spec names, in RocketMQ's order (topic, then broker, by UTF-16 order,
 // then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
 // from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
-func (p *planning) listQueues() *problem {
+func (p *decider) listQueues() *problem {
 	n := 0
 	topics := slices.Clone(p.group.Spec.Topics)
 	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
@@ -229,7 +229,7 @@ func (p *planning) listQueues() *problem {
 	return nil
 }
 
-func (p *planning) checkStrategy() *problem {
+func (p *decider) checkStrategy() *problem {
 	if p.group.Spec.MessageModel == v1alpha1.Broadcasting {
 		return nil
 	}
@@ -239,7 +239,7 @@ func (p *planning) checkStrategy() *problem {
 // allocate computes the target: every queue to every member in Broadcasting, the strategy's plan in
 // Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
 // it would be ambiguous.
-func (p *planning) allocate() *problem {
+func (p *decider) allocate() *problem {
 	members := make([]allocate.Member, len(p.d.members))
 	for i, m := range p.d.members {
 		members[i] = m.Member
@@ -276,7 +276,7 @@ func strategyProblem(s *v1alpha1.Strategy, reason string, err error) *problem {
 // previousPlan is what strategies that keep queues in place start from: what each member reads now (its
 // published entry, or, when the published objects cannot be trusted, its claim), plus the queues
 // reserved for departed members, so that a member returning within its grace gets them back.
-func (p *planning) previousPlan() allocate.Plan {
+func (p *decider) previousPlan() allocate.Plan {
 	plan := allocate.Plan{}
 	if p.trusted {
 		for _, e := range p.obs.published.Entries {
@@ -298,7 +298,7 @@ func (p *planning) previousPlan() allocate.Plan {
 }
 
 // handOff decides what each member may read now (handoff) and at which generation.
-func (p *planning) handOff() *problem {
+func (p *decider) handOff() *problem {
 	spec := p.group.Spec.Handoff
 	h := handoff(handoffInput{
 		cooperative:   spec.Mode != v1alpha1.Immediate && p.group.Spec.MessageModel != v1alpha1.Broadcasting,
@@ -360,7 +360,7 @@ func (p *planning) handOff() *problem {
 }
 
 // sameAsPublished reports whether the entries give every member pod what the published assignment does.
-func (p *planning) sameAsPublished() bool {
+func (p *decider) sameAsPublished() bool {
 	pub := p.obs.published.Entries
 	if len(pub) != len(p.d.members) {
 		return false
@@ -386,7 +386,7 @@ func sameQueues(sorted, any []allocate.Queue) bool {
 
 // layOut encodes each entry once and spreads them over the ConfigMaps (protocol.Layout); the writes are the
 // ConfigMaps that do not already hold what they must.
-func (p *planning) layOut() *problem {
+func (p *decider) layOut() *problem {
 	data := make(map[string]string, len(p.d.members))
 	p.d.entries = make(map[string]protocol.PublishedEntry, len(p.d.members))
 	for _, m := range p.d.members {
@@ -458,7 +458,7 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 
 // keepPublished is the decision when a step found a problem: what is published stays, and only the
 // handoff bookkeeping that needs no new plan (none) moves.
-func (p *planning) keepPublished(prob *problem) {
+func (p *decider) keepPublished(prob *problem) {
 	d := p.d
 	d.problem = prob
 	d.writes, d.deleteShards, d.rebalanced, d.moved = nil, nil, false, 0
@@ -472,7 +472,7 @@ func (p *planning) keepPublished(prob *problem) {
 // cleanUpLeases lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
 // of pods that are gone once their claim no longer stands. Nobody else deletes them: they outlive their
 // pods (protocol.MemberLease), and the garbage collector takes them only with the group.
-func (p *planning) cleanUpLeases() {
+func (p *decider) cleanUpLeases() {
 	for _, i := range p.incarnations {
 		if i.lease == nil {
 			continue

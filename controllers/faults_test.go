@@ -219,3 +219,39 @@ func TestForceDeletedPartitionedPod(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCrashedMemberReleasesAtOnce: when the kubelet reports a member's container terminated, its claim no
+// longer stands, and its queues move without waiting for its Lease to expire.
+func TestCrashedMemberReleasesAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "c", 8, 60).Create(t, k8s)
+	// A lease duration far longer than the test waits.
+	long := testenv.MemberOptions{LeaseDuration: 60 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
+	var ms []*testenv.SimMember
+	for i := range 2 {
+		ms = append(ms, testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, fmt.Sprintf("c-%d", i), "c").Create(t, k8s), own, long))
+	}
+	waitForSettled(t, ns, "c", own, 8, 2)
+	crashed := ms[1]
+	crashed.Stop()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(crashed.Pod), crashed.Pod))
+		return testenv.MarkStopped(context.Background(), k8s, crashed.Pod)
+	}))
+	start := time.Now()
+	waitForSettled(t, ns, "c", own, 8, 1)
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("the crashed member's queues moved after %v, as if its Lease had to expire", took)
+	}
+	assertNoOverlap(t, own)
+	eventually(t, waitFor, func() error {
+		var lease coordinationv1.Lease
+		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: protocol.LeaseName("c", "c-1")}, &lease)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("the crashed member's Lease is still there (%v)", err)
+	})
+}

@@ -44,6 +44,13 @@ func Main(m *testing.M, crdDirs []string, setup func(env *envtest.Environment, c
 // catch what never happens, not measurements.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
+	Poll(t, timeout, 20*time.Millisecond, nil, check)
+}
+
+// Poll polls check every interval until it returns nil, and fails t with check's last error, and what
+// describe adds (when not nil), once timeout has passed.
+func Poll(t testing.TB, timeout, interval time.Duration, describe func() string, check func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
@@ -51,8 +58,12 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
+			extra := ""
+			if describe != nil {
+				extra = "\n" + describe()
+			}
+			t.Fatalf("still failing after %v: %v%s", timeout, err, extra)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,27 +162,6 @@ func load() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// waitFor polls check every interval until it returns nil, and fails tb with check's last error, and
-// what describe adds, after timeout.
-func waitFor(tb testing.TB, timeout, interval time.Duration, describe func() string, check func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			extra := ""
-			if describe != nil {
-				extra = "\n" + describe()
-			}
-			tb.Fatalf("not done within %s: %v%s", timeout, err, extra)
-		}
-		time.Sleep(interval)
-	}
 }
 
 func must(tb testing.TB, err error) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -148,7 +149,7 @@ func setupLargeGroup(tb testing.TB, strategy v1alpha1.StrategyType) *largeGroup 
 	}
 	lg.c.createPods(tb, lg.pods)
 	created := time.Since(start)
-	waitFor(tb, largeSettleTimeout, time.Second, func() string { return "conditions:\n" + conditions(lg.group(tb)) }, func() error {
+	testenv.Poll(tb, largeSettleTimeout, time.Second, func() string { return "conditions:\n" + conditions(lg.group(tb)) }, func() error {
 		if g := lg.group(tb); tooLarge(g) {
 			tb.Fatalf("the operator refused the assignment as too large:\n%s", conditions(g))
 		}
@@ -231,7 +232,7 @@ func (lg *largeGroup) join(tb testing.TB, pod *corev1.Pod) (time.Duration, publi
 func (lg *largeGroup) leave(tb testing.TB, pod *corev1.Pod) {
 	tb.Helper()
 	must(tb, lg.c.setPodReady(context.Background(), pod, false))
-	waitFor(tb, largeJoinTimeout, 100*time.Millisecond, func() string { return "conditions:\n" + conditions(lg.group(tb)) }, func() error {
+	testenv.Poll(tb, largeJoinTimeout, 100*time.Millisecond, func() string { return "conditions:\n" + conditions(lg.group(tb)) }, func() error {
 		p, err := readPublished(context.Background(), lg.c.client, lg.ns, lg.name)
 		if err != nil {
 			return err
@@ -281,7 +282,7 @@ func (lg *largeGroup) checkMembersRead(tb testing.TB, p published, pods []*corev
 	}()
 	for i, c := range clients {
 		want := p.entries[pods[i].Name]
-		waitFor(tb, time.Minute, 50*time.Millisecond, nil, func() error {
+		testenv.Poll(tb, time.Minute, 50*time.Millisecond, nil, func() error {
 			a := c.Current()
 			switch {
 			case a.Generation != want.entry.Generation:

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -155,7 +156,7 @@ func runManyGroups(tb testing.TB) manyFigures {
 
 	start = time.Now()
 	op = startOperator(tb, bin, kubeconfig, logPath)
-	waitFor(tb, manyRestartTimeout, 100*time.Millisecond, nil, func() error {
+	testenv.Poll(tb, manyRestartTimeout, 100*time.Millisecond, nil, func() error {
 		ms, err := op.scrape(context.Background())
 		if err != nil {
 			return err
@@ -228,7 +229,7 @@ func nsName(n int) string { return fmt.Sprintf("tenant-%02d", n) }
 func waitAllReady(tb testing.TB, c *cluster, timeout time.Duration) {
 	tb.Helper()
 	var notReady []string
-	waitFor(tb, timeout, time.Second, func() string { return "not Ready:\n" + strings.Join(first(notReady, 5), "\n") }, func() error {
+	testenv.Poll(tb, timeout, time.Second, func() string { return "not Ready:\n" + strings.Join(first(notReady, 5), "\n") }, func() error {
 		var list v1alpha1.ConsumerGroupList
 		if err := c.client.List(context.Background(), &list); err != nil {
 			return err
