@@ -52,11 +52,13 @@ type decision struct {
 	// rebalanced is set when the entries change; moved counts the queues that change reader.
 	rebalanced bool
 	moved      int
-	// problem keeps the published assignment in place; tampered says what was found deleted or edited;
-	// restored lists metadata someone changed that this pass writes back.
-	problem  *problem
-	tampered *problem
-	restored []string
+	// problem keeps the published assignment in place; tampered says what was found deleted or edited
+	// (the assignment before a claim); unreadableClaims names the claims that cannot be read; restored
+	// lists metadata someone changed that this pass writes back.
+	problem          *problem
+	tampered         *problem
+	unreadableClaims *problem
+	restored         []string
 	handoff  handoffResult
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
@@ -314,10 +316,13 @@ func (p *decider) handOff() *problem {
 		incarnations:  p.incarnations,
 	})
 	p.d.handoff, p.entries = h, h.entries
-	if len(h.unreadableClaims) > 0 && p.d.tampered == nil {
-		p.d.tampered = &problem{ReasonClaimUnreadable, fmt.Sprintf(
+	if len(h.unreadableClaims) > 0 {
+		p.d.unreadableClaims = &problem{ReasonClaimUnreadable, fmt.Sprintf(
 			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
 			strings.Join(h.unreadableClaims, ", "))}
+		if p.d.tampered == nil {
+			p.d.tampered = p.d.unreadableClaims
+		}
 	}
 
 	pub := p.obs.published

@@ -106,17 +106,17 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 // a new problem, fenced members.
 func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *decision) {
 	switch {
-	case d.tampered != nil && d.tampered.Reason != ReasonClaimUnreadable && len(d.writes) > 0:
+	case d.tampered != nil && d.tampered.Reason != ReasonClaimUnreadable && (len(d.writes) > 0 || !says(old, ConditionTampered, d.tampered.Message)):
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Restore", "%s. Published generation %d",
 			d.tampered.Message, d.generation)
-	case d.tampered != nil:
-		if c := meta.FindStatusCondition(old.Conditions, ConditionTampered); c == nil || c.Status != metav1.ConditionTrue || c.Message != d.tampered.Message {
-			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Hold", "%s", d.tampered.Message)
-		}
 	case d.rebalanced:
 		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
 			"Published assignment generation %d: %s over %s, %s moved",
 			d.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"))
+	}
+	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
+	if c := d.unreadableClaims; c != nil && !says(old, ConditionTampered, c.Message) {
+		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Hold", "%s", c.Message)
 	}
 	if len(d.restored) > 0 {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventRestored, "Restore", "Someone changed what the operator wrote; restored: %s",
@@ -134,6 +134,12 @@ func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old 
 			"Pod %s did not acknowledge generation %d within %ds while it kept renewing its Lease; its revoked queues were handed on",
 			f.Pod, f.Generation, durationOr(group.Spec.Handoff.RevokeTimeoutSeconds, defaultRevokeTimeout)/time.Second)
 	}
+}
+
+// says reports whether the status held condition typ True with message.
+func says(status *v1alpha1.ConsumerGroupStatus, typ, message string) bool {
+	c := meta.FindStatusCondition(status.Conditions, typ)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Message == message
 }
 
 // count writes n and noun, plural unless n is 1: "1 queue", "3 queues".
