@@ -124,6 +124,7 @@ golangci-lint: ## Install golangci-lint into bin/ when missing.
 define go-install
 if [[ ! -x "$(1)-$(3)" ]]; then \
   echo "installing $(2)@$(3)" >&2; \
+  mkdir -p "$(dir $(1))"; \
   tmp=$$(mktemp -d); GOBIN=$$tmp go install $(2)@$(3); mv "$$tmp/$$(basename $(1))" "$(1)-$(3)"; rm -rf "$$tmp"; \
 fi; \
 ln -sf "$$(basename $(1))-$(3)" "$(1)"
