@@ -75,11 +75,16 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return r.retry(ctx, "assignment", err)
 	}
 	oldStatus := group.Status.DeepCopy()
+	decidedFor := group.Generation
 	err = r.writeStatus(ctx, &group, d, now)
 	if apierrors.IsConflict(err) {
 		// Most often the cache has not yet caught up with the status this operator wrote a moment ago:
-		// compute the status once more from the group as the API server has it, rather than wait.
+		// compute the status once more from the group as the API server has it, rather than wait. If
+		// the spec changed meanwhile, this decision is not its status: the next pass decides anew.
 		if err = r.APIReader.Get(ctx, req.NamespacedName, &group); err == nil {
+			if group.Generation != decidedFor {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
 			oldStatus = group.Status.DeepCopy()
 			err = r.writeStatus(ctx, &group, d, now)
 		}
