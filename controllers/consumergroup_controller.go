@@ -71,26 +71,20 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	strategy, prob := r.strategies.get(&group)
 	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
 	d := decide(&group, obs, env)
+	oldStatus := group.Status.DeepCopy()
+	// The status is written after the assignment, and reports it. The group's first generation is the
+	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
+	// written, so the status records it first.
+	if first := group.Status.AssignmentGeneration == 0 && d.rebalanced; first {
+		if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+	}
 	if err := r.publish(ctx, &group, obs, d); err != nil {
 		return r.retry(ctx, "assignment", err)
 	}
-	oldStatus := group.Status.DeepCopy()
-	decidedFor := group.Generation
-	err = r.writeStatus(ctx, &group, d, now)
-	if apierrors.IsConflict(err) {
-		// Most often the cache has not yet caught up with the status this operator wrote a moment ago:
-		// compute the status once more from the group as the API server has it, rather than wait. If
-		// the spec changed meanwhile, this decision is not its status: the next pass decides anew.
-		if err = r.APIReader.Get(ctx, req.NamespacedName, &group); err == nil {
-			if group.Generation != decidedFor {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			oldStatus = group.Status.DeepCopy()
-			err = r.writeStatus(ctx, &group, d, now)
-		}
-	}
-	if err != nil {
-		return r.retry(ctx, "status", err)
+	if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
+		return res, err
 	}
 	if d.rebalanced {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.generation,
@@ -99,6 +93,27 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	r.emitEvents(&group, oldStatus, d)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
+}
+
+// recordStatus writes the status of decision d. A conflict is most often the cache not yet holding the
+// status this operator wrote a moment ago: the status is computed once more from the group as the API
+// server has it, rather than waiting for the cache. If the spec changed meanwhile, d is not its status:
+// the next pass decides anew.
+func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) (ctrl.Result, error) {
+	decidedFor := group.Generation
+	err := r.writeStatus(ctx, group, d, now)
+	if apierrors.IsConflict(err) {
+		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(group), group); err == nil {
+			if group.Generation != decidedFor {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			err = r.writeStatus(ctx, group, d, now)
+		}
+	}
+	if err != nil {
+		return r.retry(ctx, "status", err)
+	}
+	return ctrl.Result{}, nil
 }
 
 // retry turns a write that met a newer object (or found it gone) into a quick, quiet retry, ends quietly
