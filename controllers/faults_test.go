@@ -72,15 +72,7 @@ func eventMessages(t *testing.T, ns, group, reason string) []string {
 // Published again from nothing, the plan would give the newcomer those queues at once; the members'
 // claims keep them until their readers acknowledged.
 func TestAssignmentDeletedMidHandoff(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "d", 24, 60).Create(t, k8s)
-	var old []*testenv.SimMember
-	for i := range 3 {
-		old = append(old, startSimMember(t, "d", testenv.Pod(ns, fmt.Sprintf("d-%d", i), "d").Create(t, k8s), own))
-	}
-	waitForSettled(t, ns, "d", own, 24, 3)
+	ns, own, old := settledGroup(t, "d", 24, 60, 3, memberOptions)
 	before := protocol.ReadPublished("d", getAssignment(t, ns, "d"), nil).Generation
 
 	// The old members now take two seconds to apply anything; the newcomer applies at once.
@@ -108,13 +100,8 @@ func TestAssignmentDeletedMidHandoff(t *testing.T) {
 // forgotten: the stuck member's queues stay with it until it lets go (or its revoke timeout fences it),
 // the junk is reported in a Warning event and the Tampered condition, and the assignment is restored.
 func TestJunkInEverythingTheOperatorReads(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "j", 12, 60).Create(t, k8s)
-	stuck := startSimMember(t, "j", testenv.Pod(ns, "j-0", "j").Create(t, k8s), own)
-	startSimMember(t, "j", testenv.Pod(ns, "j-1", "j").Create(t, k8s), own)
-	waitForSettled(t, ns, "j", own, 12, 2)
+	ns, own, ms := settledGroup(t, "j", 12, 60, 2, memberOptions)
+	stuck := ms[0]
 
 	// j-0 stops acknowledging; a newcomer makes the operator revoke some of its queues.
 	stuck.Acking.Store(false)
@@ -170,15 +157,7 @@ func TestJunkInEverythingTheOperatorReads(t *testing.T) {
 // does for a pod on a node that stopped answering, then creates a pod of the same name. The old process
 // reads on until its Lease runs out; its queues wait for that, and the new pod reads none of them before.
 func TestForceDeletedPartitionedPod(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "p", 12, 60).Create(t, k8s)
-	var ms []*testenv.SimMember
-	for i := range 3 {
-		ms = append(ms, startSimMember(t, "p", testenv.Pod(ns, fmt.Sprintf("p-%d", i), "p").Create(t, k8s), own))
-	}
-	waitForSettled(t, ns, "p", own, 12, 3)
+	ns, own, ms := settledGroup(t, "p", 12, 60, 3, memberOptions)
 	cut := ms[1]
 	held := own.Reading(cut.Reader())
 	if len(held) == 0 {
@@ -223,17 +202,9 @@ func TestForceDeletedPartitionedPod(t *testing.T) {
 // TestCrashedMemberReleasesAtOnce: when the kubelet reports a member's container terminated, its claim no
 // longer stands, and its queues move without waiting for its Lease to expire.
 func TestCrashedMemberReleasesAtOnce(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "c", 8, 60).Create(t, k8s)
 	// A lease duration far longer than the test waits.
 	long := testenv.MemberOptions{LeaseDuration: 60 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
-	var ms []*testenv.SimMember
-	for i := range 2 {
-		ms = append(ms, testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, fmt.Sprintf("c-%d", i), "c").Create(t, k8s), own, long))
-	}
-	waitForSettled(t, ns, "c", own, 8, 2)
+	ns, own, ms := settledGroup(t, "c", 8, 60, 2, long)
 	crashed := ms[1]
 	crashed.Stop()
 	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -55,6 +55,23 @@ func cooperativeGroup(ns, name string, queues int32, timeoutSeconds int32) *test
 		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To(timeoutSeconds)})
 }
 
+// settledGroup runs an operator and a Cooperative group of queues queues (revoke timeout timeoutSeconds)
+// in a namespace of its own, with members simulated members pods "<group>-<i>" started with opts, and
+// waits until it settles.
+func settledGroup(t *testing.T, group string, queues, timeoutSeconds int32, members int, opts testenv.MemberOptions) (string, *testenv.Ownership, []*testenv.SimMember) {
+	t.Helper()
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, group, queues, timeoutSeconds).Create(t, k8s)
+	ms := make([]*testenv.SimMember, members)
+	for i := range ms {
+		ms[i] = testenv.StartMember(t, restConfig, group, testenv.Pod(ns, fmt.Sprintf("%s-%d", group, i), group).Create(t, k8s), own, opts)
+	}
+	waitForSettled(t, ns, group, own, queues, members)
+	return ns, own, ms
+}
+
 // waitForSettled waits until the group has members members, every queue has exactly one reader, each
 // member reads its balanced share, and the group reports no handoff.
 func waitForSettled(t *testing.T, ns, group string, own *testenv.Ownership, queues int32, members int) {
@@ -86,14 +103,7 @@ func waitForSettled(t *testing.T, ns, group string, own *testenv.Ownership, queu
 }
 
 func TestCooperativeScaleOut(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "c", 12, 30).Create(t, k8s)
-	for i := range 2 {
-		startSimMember(t, "c", testenv.Pod(ns, fmt.Sprintf("c-%d", i), "c").OnNode("n").Create(t, k8s), own)
-	}
-	waitForSettled(t, ns, "c", own, 12, 2)
+	ns, own, _ := settledGroup(t, "c", 12, 30, 2, memberOptions)
 	startSimMember(t, "c", testenv.Pod(ns, "c-2", "c").OnNode("n").Create(t, k8s), own)
 	waitForSettled(t, ns, "c", own, 12, 3)
 	if len(own.Violations()) > 0 {
