@@ -59,7 +59,7 @@ type decision struct {
 	tampered         *problem
 	unreadableClaims *problem
 	restored         []string
-	handoff  handoffResult
+	handoff          handoffResult
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
 }
