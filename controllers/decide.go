@@ -461,8 +461,8 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 	return owner != nil && owner.UID == group.UID
 }
 
-// keepPublished is the decision when a step found a problem: what is published stays, and only the
-// handoff bookkeeping that needs no new plan (none) moves.
+// keepPublished is the decision when a step found a problem: what is published stays as it is, handoff
+// bookkeeping included, until the input is fixed.
 func (p *decider) keepPublished(prob *problem) {
 	d := p.d
 	d.problem = prob
