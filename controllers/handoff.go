@@ -256,8 +256,8 @@ const fencePoll = time.Second
 // standing (stopped containers, or a Lease expired by the operator's count), or, while the incarnation
 // keeps renewing its Lease past revokeTimeout, when the operator fences it. When the published entries and
 // bookkeeping cannot be trusted, the operator knows only the claims: each incarnation keeps what it claims
-// and the target leaves it, and nothing else is given to anyone until every incarnation acknowledged the
-// generation published now (a recovery). Queues kept for a departed member (restart grace) go to nobody
+// and the target leaves it, and a queue nobody claims goes to a member only once every other incarnation
+// acknowledged the generation published then (a recovery). Queues kept for a departed member (restart grace) go to nobody
 // until it returns or the grace ends. Every result lists each queue at most once.
 func handoff(in handoffInput) handoffResult {
 	res := handoffResult{entries: make(map[string][]allocate.Queue, len(in.members))}
