@@ -291,18 +291,21 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
 	c.mu.Lock()
+	queues, delivered := c.delivered[generation]
+	// The generation a restarted process took over from the Lease, delivered to it again: its queues
+	// replace the claim the earlier process left, which may list more.
+	narrows := delivered && generation == c.acked && !slices.Equal(queues, c.ackedQueues)
 	switch {
 	case generation > c.highest.Generation:
 		newest := c.highest.Generation
 		c.mu.Unlock()
 		return fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, newest)
-	case generation <= c.written:
+	case generation <= c.written && !narrows:
 		c.mu.Unlock()
 		return nil
 	}
-	if generation > c.acked {
-		queues, known := c.delivered[generation]
-		if !known {
+	if generation > c.acked || narrows {
+		if !delivered {
 			// An acknowledgement of a generation never delivered (the application skipped to it): claim
 			// what was claimed, which covers it.
 			queues = union(c.ackedQueues, c.inForce.Queues)
