@@ -349,3 +349,27 @@ func TestDecideAClaimOfAnUnknownFormatHoldsEverythingBack(t *testing.T) {
 		t.Fatalf("p0 %v, tampered %v; want p1's queues held back and ClaimUnreadable naming its Lease", entryOf(d, "p0"), d.tampered)
 	}
 }
+
+// TestDecideUnreadableClaimsProveNothing: a member whose own claim cannot be read is not known to hold
+// anything, so another incarnation that may hold anything still keeps queues from it. (Found by the
+// randomized handoff test: a force-deleted, cut-off pod's claim and its successor's claim both junk.)
+func TestDecideUnreadableClaimsProveNothing(t *testing.T) {
+	group := testGroup(averagely, 4)
+	obs := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
+	obs = applied(group, obs, decide(group, obs, env(group, t0)))
+	junk := func(l protocol.LeaseState) protocol.LeaseState {
+		l.Claim, l.ClaimErr = nil, fmt.Errorf("decoding claim: junk")
+		return l
+	}
+	// p1 was force-deleted while cut off: its Lease still stands. Someone filled p1's claim with junk and
+	// deleted the assignment; p0's claim is junk as well.
+	obs.leases = []protocol.LeaseState{junk(lease("p0", 1, qs(0, 1), t0)), junk(lease("p1", 1, qs(2, 3), t0))}
+	obs.pods = obs.pods[:1]
+	obs.podsByName = map[string]*corev1.Pod{"p0": &obs.pods[0]}
+	obs.index, obs.published = nil, protocol.ReadPublished("g", nil, nil)
+	group.Status.AssignmentGeneration = 1
+	d := decide(group, obs, env(group, t0.Add(time.Second)))
+	if got := entryOf(d, "p0"); len(got) != 0 {
+		t.Fatalf("p0 gets %v while p1, cut off, may still read anything; want nothing until the claims read again", got)
+	}
+}

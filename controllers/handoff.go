@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -370,6 +371,8 @@ func handoff(in handoffInput) handoffResult {
 	// cannot know (unknown: a recovery it has not acknowledged, or a claim that cannot be read). Fenced
 	// queues no longer count.
 	type reader struct {
+		// held is what the incarnation is known to hold: never every queue, since an unreadable claim
+		// proves nothing about any one queue; that incarnation is unknown instead.
 		held      queueSet
 		unknown   bool
 		fencedAll bool
@@ -382,10 +385,13 @@ func handoff(in handoffInput) handoffResult {
 			continue
 		}
 		k := key(i.pod, i.uid)
-		r := &reader{held: i.claim()}
+		r := &reader{}
 		readers[k] = r
-		if r.held.all {
+		if claim := i.claim(); claim.all {
 			res.unreadableClaims = append(res.unreadableClaims, i.lease.Name)
+			r.unknown = true
+		} else {
+			r.held.add(slices.Collect(maps.Keys(claim.queues)))
 		}
 		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
 			r.held.add(e.Queues)
@@ -394,7 +400,7 @@ func handoff(in handoffInput) handoffResult {
 		if r.fencedAll = fenced != nil && fenced.all; r.fencedAll {
 			continue
 		}
-		r.unknown = r.held.all || !in.trusted || pending[k] != nil && pending[k].all
+		r.unknown = r.unknown || !in.trusted || pending[k] != nil && pending[k].all
 		if r.unknown {
 			unknown = append(unknown, k)
 		}
@@ -414,9 +420,10 @@ func handoff(in handoffInput) handoffResult {
 			}
 		}
 	}
-	// A queue is blocked for a member while another incarnation holds it, or, unless the member itself
-	// holds it, while another one may hold anything: a queue someone claims cannot have been given to
-	// anyone else, since it was given only once its previous reader's claim let go of it.
+	// A queue is blocked for a member while another incarnation holds it, or, unless the member itself is
+	// known to hold it, while another one may hold anything: a queue someone claims cannot have been given
+	// to anyone else, since it was given only once its previous reader's claim let go of it. A claim that
+	// cannot be read shows nothing of the kind, for anyone.
 	blocked := func(q allocate.Queue, self string) bool {
 		for _, k := range holders[q] {
 			if k != self {
@@ -466,7 +473,8 @@ func handoff(in handoffInput) handoffResult {
 				res.recovering++
 				deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
 				continue
-			case r.held.all:
+			case i.claim().all:
+				// Nothing is known of what it lost; it holds everything back until it writes its claim again.
 				continue
 			}
 			var kept queueSet
