@@ -11,7 +11,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
 # GO_TEST_FLAGS are go test's extra flags. The race detector is worth its cost for a controller and its
-# pod-side client (docs/performance.md says how much); make test GO_TEST_FLAGS= runs without it.
+# pod-side client; make test GO_TEST_FLAGS= runs without it.
 GO_TEST_FLAGS ?= -race
 
 # Tests that need a control plane carry the build tag envtest; the scale tests also carry scale. Vet and
