@@ -60,7 +60,9 @@ type leaseKeeper struct {
 	freshUntil time.Time
 	renewedAt  time.Time
 	err        error
-	fence      clock.Timer
+
+	// fence belongs to the goroutine that runs the keeper.
+	fence clock.Timer
 }
 
 func newLeaseKeeper(cs kubernetes.Interface, cfg Config, state func() leaseState, wrote func(leaseState), adopted func(int64, []Queue), changed func()) *leaseKeeper {
@@ -105,11 +107,9 @@ func (k *leaseKeeper) run(ctx context.Context, checkView func(context.Context) e
 	timer := k.clock.NewTimer(0)
 	defer timer.Stop()
 	defer func() {
-		k.mu.Lock()
 		if k.fence != nil {
 			k.fence.Stop()
 		}
-		k.mu.Unlock()
 	}()
 	var failing bool
 	for {
@@ -161,12 +161,15 @@ func (k *leaseKeeper) renew(ctx context.Context, checkView func(context.Context)
 	k.mu.Lock()
 	k.renewedAt = sentAt
 	k.freshUntil = sentAt.Add(protocol.StopAfter(k.cfg.LeaseDuration))
-	if k.fence == nil {
-		k.fence = k.clock.AfterFunc(k.freshUntil.Sub(k.clock.Now()), k.changed)
-	} else {
-		k.fence.Reset(k.freshUntil.Sub(k.clock.Now()))
-	}
+	untilStop := k.freshUntil.Sub(k.clock.Now())
 	k.mu.Unlock()
+	// The timer that stops the member when no renewal follows. Its callback only starts a goroutine: a
+	// clock may run it while holding its own lock (a fake one does), and re-evaluating reads the clock.
+	if k.fence == nil {
+		k.fence = k.clock.AfterFunc(untilStop, func() { go k.changed() })
+	} else {
+		k.fence.Reset(untilStop)
+	}
 	k.changed()
 	return k.renewEvery, nil
 }
