@@ -96,6 +96,7 @@ type decider struct {
 	queues       []allocate.Queue
 	zones        map[string]string
 	target       allocate.Plan
+	// entries are what each member pod may read now, sorted (handoff).
 	entries      map[string][]allocate.Queue
 	memberExpiry time.Time
 }
@@ -372,21 +373,11 @@ func (p *decider) sameAsPublished() bool {
 	}
 	for _, m := range p.d.members {
 		e, ok := pub[m.Pod]
-		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !sameQueues(e.Queues, p.entries[m.Pod]) {
+		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !slices.Equal(e.Queues, p.entries[m.Pod]) {
 			return false
 		}
 	}
 	return true
-}
-
-// sameQueues compares a sorted list with one in any order.
-func sameQueues(sorted, any []allocate.Queue) bool {
-	if len(sorted) != len(any) {
-		return false
-	}
-	other := slices.Clone(any)
-	slices.SortFunc(other, protocol.CompareQueues)
-	return slices.Equal(sorted, other)
 }
 
 // layOut encodes each entry once and spreads them over the ConfigMaps (protocol.Layout); the writes are the
@@ -397,9 +388,7 @@ func (p *decider) layOut() *problem {
 	for _, m := range p.d.members {
 		e := protocol.NewEntry(m.ID, string(m.UID), p.d.generation, p.entries[m.Pod])
 		data[m.Pod] = string(e.Encode())
-		queues := slices.Clone(p.entries[m.Pod])
-		slices.SortFunc(queues, protocol.CompareQueues)
-		p.d.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: queues}
+		p.d.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: p.entries[m.Pod]}
 	}
 	index := map[string]string{protocol.RebalancedAtAnnotation: p.d.rebalancedAt.UTC().Format(time.RFC3339)}
 	if raw := p.d.handoff.state.encode(); raw != "" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -175,21 +174,6 @@ func (i *incarnation) aliveAt(t time.Time) bool {
 	return i.exists
 }
 
-// claim is what the incarnation's Lease says it may be reading: every queue when the claim cannot be read;
-// nothing when it keeps no Lease or its Lease has no claim (a protocol-1 member), which leaves the operator
-// with what it published for it.
-func (i *incarnation) claim() queueSet {
-	var s queueSet
-	switch {
-	case i.lease == nil || !i.lease.HasClaim:
-	case i.lease.ClaimErr != nil:
-		s.all = true
-	default:
-		s.add(i.lease.Claim)
-	}
-	return s
-}
-
 // stoppedByKubelet reports whether the kubelet says no container of pod runs and each has terminated at
 // least once: no process of the pod can be reading. A pod that is only NotReady, or gone, proves nothing.
 func stoppedByKubelet(pod *corev1.Pod) bool {
@@ -227,7 +211,7 @@ type handoffInput struct {
 
 // handoffResult is what each member may read now and what the operator keeps in mind.
 type handoffResult struct {
-	// entries are the queues each member may read, by pod name.
+	// entries are the queues each member may read, by pod name, sorted by protocol.CompareQueues.
 	entries map[string][]allocate.Queue
 	// state is the bookkeeping to publish. Its new revocations have generation 0, for decide to stamp.
 	state handoffState
@@ -369,52 +353,74 @@ func handoff(in handoffInput) handoffResult {
 	// Phase 3: what each incarnation that stands may be reading (held: its claim, and what it was
 	// published), what it was published and has not acknowledged away (pending), and whether the operator
 	// cannot know (unknown: a recovery it has not acknowledged, or a claim that cannot be read). Fenced
-	// queues no longer count.
+	// queues no longer count. Readers are numbered; holders maps a queue to the readers that hold it.
 	type reader struct {
-		// held is what the incarnation is known to hold: never every queue, since an unreadable claim
-		// proves nothing about any one queue; that incarnation is unknown instead.
-		held      queueSet
-		unknown   bool
-		fencedAll bool
+		inc *incarnation
+		key string
+		// held is what the incarnation is known to hold, sorted: never every queue, since an unreadable
+		// claim proves nothing about any one queue; that incarnation is unknown instead.
+		held               []allocate.Queue
+		claimUnreadable    bool
+		unknown, fencedAll bool
 	}
-	readers := map[string]*reader{}
-	holders := map[allocate.Queue][]string{}
-	var unknown []string
+	// holding is who holds a queue: how many readers, and one of them.
+	type holding struct{ first, count int32 }
+	var readers []reader
+	readerOf := map[string]int32{}
+	queues := 0
+	for _, qs := range in.target {
+		queues += len(qs)
+	}
+	holders := make(map[allocate.Queue]holding, queues)
+	unknownCount, unknownReader := 0, int32(-1)
 	for _, i := range in.incarnations {
 		if !i.stands(in.now, in.maxSkew) {
 			continue
 		}
-		k := key(i.pod, i.uid)
-		r := &reader{}
-		readers[k] = r
-		if claim := i.claim(); claim.all {
+		idx := int32(len(readers))
+		r := reader{inc: i, key: key(i.pod, i.uid)}
+		var claim []allocate.Queue
+		switch {
+		case i.lease == nil || !i.lease.HasClaim:
+		case i.lease.ClaimErr != nil:
 			res.unreadableClaims = append(res.unreadableClaims, i.lease.Name)
-			r.unknown = true
-		} else {
-			r.held.add(slices.Collect(maps.Keys(claim.queues)))
+			r.claimUnreadable, r.unknown = true, true
+		default:
+			claim = i.lease.Claim
 		}
+		var entry []allocate.Queue
 		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
-			r.held.add(e.Queues)
+			entry = e.Queues
 		}
-		fenced := fencedQueues[k]
-		if r.fencedAll = fenced != nil && fenced.all; r.fencedAll {
+		r.held = unionSorted(claim, entry)
+		fenced := fencedQueues[r.key]
+		r.fencedAll = fenced != nil && fenced.all
+		r.unknown = !r.fencedAll && (r.unknown || !in.trusted || pending[r.key] != nil && pending[r.key].all)
+		readers = append(readers, r)
+		readerOf[r.key] = idx
+		if r.fencedAll {
 			continue
 		}
-		r.unknown = r.unknown || !in.trusted || pending[k] != nil && pending[k].all
 		if r.unknown {
-			unknown = append(unknown, k)
+			unknownCount, unknownReader = unknownCount+1, idx
 		}
 		hold := func(q allocate.Queue) {
-			if fenced == nil || !fenced.has(q) {
-				holders[q] = append(holders[q], k)
+			if fenced != nil && fenced.has(q) {
+				return
 			}
+			h, ok := holders[q]
+			if !ok {
+				h.first = idx
+			}
+			h.count++
+			holders[q] = h
 		}
-		for q := range r.held.queues {
+		for _, q := range r.held {
 			hold(q)
 		}
-		if p := pending[k]; p != nil {
+		if p := pending[r.key]; p != nil {
 			for q := range p.queues {
-				if !r.held.has(q) {
+				if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareQueues); !held {
 					hold(q)
 				}
 			}
@@ -424,26 +430,19 @@ func handoff(in handoffInput) handoffResult {
 	// known to hold it, while another one may hold anything: a queue someone claims cannot have been given
 	// to anyone else, since it was given only once its previous reader's claim let go of it. A claim that
 	// cannot be read shows nothing of the kind, for anyone.
-	blocked := func(q allocate.Queue, self string) bool {
-		for _, k := range holders[q] {
-			if k != self {
-				return true
-			}
+	blocked := func(q allocate.Queue, self int32) bool {
+		if h, held := holders[q]; held {
+			return h.count > 1 || h.first != self
 		}
-		if r := readers[self]; r != nil && r.held.has(q) {
-			return false
-		}
-		for _, k := range unknown {
-			if k != self {
-				return true
-			}
-		}
-		return false
+		return unknownCount > 1 || unknownCount == 1 && unknownReader != self
 	}
 
 	// Phase 4: each member gets what its target gives it and nobody else may be reading.
 	for _, m := range in.members {
-		self := key(m.Pod, m.UID)
+		self, ok := readerOf[key(m.Pod, m.UID)]
+		if !ok {
+			self = -1
+		}
 		var qs []allocate.Queue
 		for _, q := range in.target[m.ID] {
 			if r := reservedFor[q]; r != "" && r != m.ID || in.cooperative && blocked(q, self) {
@@ -452,6 +451,8 @@ func handoff(in handoffInput) handoffResult {
 			}
 			qs = append(qs, q)
 		}
+		// In the order entries and claims list queues, once for every later use.
+		slices.SortFunc(qs, protocol.CompareQueues)
 		res.entries[m.Pod] = qs
 	}
 
@@ -462,35 +463,35 @@ func handoff(in handoffInput) handoffResult {
 		for _, m := range in.members {
 			memberPods[m.Pod] = m.UID
 		}
-		for _, i := range in.incarnations {
-			k := key(i.pod, i.uid)
-			r := readers[k]
+		for _, r := range readers {
+			i := r.inc
 			switch {
-			case r == nil || r.fencedAll:
+			case r.fencedAll:
 				continue
 			case !in.trusted:
 				res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, All: true})
 				res.recovering++
 				deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
 				continue
-			case i.claim().all:
+			case r.claimUnreadable:
 				// Nothing is known of what it lost; it holds everything back until it writes its claim again.
 				continue
 			}
-			var kept queueSet
-			if uid, ok := memberPods[i.pod]; ok && uid == i.uid {
-				kept.add(res.entries[i.pod])
+			isMember := memberPods[i.pod] == i.uid
+			var kept []allocate.Queue
+			if isMember {
+				kept = res.entries[i.pod]
 			}
 			var lost []allocate.Queue
-			for q := range r.held.queues {
-				if !kept.has(q) && (pending[k] == nil || !pending[k].has(q)) && (fencedQueues[k] == nil || !fencedQueues[k].has(q)) {
+			for _, q := range differenceSorted(r.held, kept) {
+				if (pending[r.key] == nil || !pending[r.key].has(q)) && (fencedQueues[r.key] == nil || !fencedQueues[r.key].has(q)) {
 					lost = append(lost, q)
 				}
 			}
 			if len(lost) == 0 {
 				continue
 			}
-			if uid, ok := memberPods[i.pod]; ok && uid == i.uid {
+			if isMember {
 				res.revokedFromMembers += len(lost)
 			}
 			res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, Queues: protocol.Compact(lost)})
@@ -504,6 +505,58 @@ func handoff(in handoffInput) handoffResult {
 		res.requeueAfter = max(next.Sub(in.now), 100*time.Millisecond)
 	}
 	return res
+}
+
+// unionSorted is the sorted union of two lists sorted by protocol.CompareQueues.
+func unionSorted(a, b []allocate.Queue) []allocate.Queue {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]allocate.Queue, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch c := cmpAt(a, i, b, j); {
+		case c < 0:
+			out = append(out, a[i])
+			i++
+		case c > 0:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// differenceSorted is the queues of a not in b, both sorted by protocol.CompareQueues.
+func differenceSorted(a, b []allocate.Queue) []allocate.Queue {
+	var out []allocate.Queue
+	j := 0
+	for _, q := range a {
+		for j < len(b) && protocol.CompareQueues(b[j], q) < 0 {
+			j++
+		}
+		if j == len(b) || b[j] != q {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// cmpAt compares a[i] and b[j] where an index past the end sorts last.
+func cmpAt(a []allocate.Queue, i int, b []allocate.Queue, j int) int {
+	switch {
+	case i == len(a):
+		return 1
+	case j == len(b):
+		return -1
+	}
+	return protocol.CompareQueues(a[i], b[j])
 }
 
 // sortState orders the state so that the same state always encodes to the same annotation.

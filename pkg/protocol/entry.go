@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -106,9 +107,14 @@ func DecodeEntry(data []byte) (Entry, []Queue, error) {
 
 // Compact groups queues per topic and broker with ranges of ids, in canonical order.
 func Compact(queues []Queue) []BrokerQueues {
-	sorted := slices.Clone(queues)
-	slices.SortFunc(sorted, CompareQueues)
-	sorted = slices.Compact(sorted)
+	// Already sorted without duplicates, as the operator hands them, the queues are read as they are;
+	// otherwise a sorted copy is made, so the caller's list never changes.
+	sorted := queues
+	if !slices.IsSortedFunc(queues, func(a, b Queue) int { return cmp.Or(CompareQueues(a, b), -1) }) {
+		sorted = slices.Clone(queues)
+		slices.SortFunc(sorted, CompareQueues)
+		sorted = slices.Compact(sorted)
+	}
 	groups := []BrokerQueues{}
 	for start := 0; start < len(sorted); {
 		end := start
