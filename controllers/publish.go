@@ -24,10 +24,11 @@ import (
 // FieldOwner is the field manager of everything the operator writes.
 const FieldOwner = "consumergroup-operator"
 
-// writeStatus writes the group's status when it changed, after the assignment: the status reports what
-// is published. It is also where the generation is remembered should the ConfigMap be deleted; a
-// generation published just before the operator stopped, and never recorded here, is covered by the step
-// a recovery takes (recoveryStep).
+// writeStatus writes the group's status when it changed. Reconcile calls it after the assignment is
+// written, since the status reports what is published, and for the group's first generation also before.
+// The status is where the generation is remembered should the ConfigMap be deleted; a generation published
+// just before the operator stopped, and never recorded here, is covered by the step a recovery takes
+// (recoveryStep).
 func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) error {
 	status := statusFor(group, d, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
