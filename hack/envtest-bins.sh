@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries the tests and the demo run (etcd, kube-apiserver, kubectl) from the
-# Go modules pinned in hack/envtest-bins/go.mod, and prints their directory, for KUBEBUILDER_ASSETS.
+# Builds the binaries of a whole cluster without a kubelet, which the tests and the demo run, and prints
+# their directory, for KUBEBUILDER_ASSETS:
+#   etcd, kube-apiserver, kubectl, kube-controller-manager and kube-scheduler, from the Go modules pinned
+#   in hack/envtest-bins/go.mod (one k8s.io/kubernetes version for all);
+#   kwok, which plays the kubelets (sigs.k8s.io/kwok at $kwok_version, from its own module).
 #
 # The binaries go to a cache shared by every checkout on the machine, in a directory named after the
 # version and a digest of the pinned go.mod and go.sum (their content, not their path): a second or moved
@@ -12,7 +15,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/hack/envtest-bins"
 version=$(awk '($1 == "k8s.io/kubernetes" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "k8s.io/kubernetes") {print $3}' "$mod/go.mod" | head -1)
 version=${version#v}
-digest=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
+kwok_version=v0.8.0
+digest=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "sigs.k8s.io/kwok $kwok_version") | sha256sum | cut -c1-12)
 
 cache=${CONSUMERGROUP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/consumergroup-operator}
 if ! mkdir -p "$cache/k8s" 2>/dev/null || [[ ! -w "$cache/k8s" ]]; then
@@ -20,7 +24,7 @@ if ! mkdir -p "$cache/k8s" 2>/dev/null || [[ ! -w "$cache/k8s" ]]; then
   mkdir -p "$cache/k8s"
 fi
 dir="$cache/k8s/${version}-$(go env GOOS)-$(go env GOARCH)-${digest}"
-binaries=(etcd kube-apiserver kubectl)
+binaries=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
 
 complete() {
   for name in "${binaries[@]}"; do [[ -x "$1/$name" ]] || return 1; done
@@ -38,6 +42,7 @@ done
 # Build beside the final directory and rename it into place, so that a checkout building at the same time
 # never sees half a set.
 tmp=$(mktemp -d "$cache/k8s/.build-XXXXXX")
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 build() {
   echo "building $1 ($2) into $dir" >&2
@@ -46,6 +51,18 @@ build() {
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kubectl k8s.io/kubernetes/cmd/kubectl
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+# kwok's stages (how nodes and pods move through their lives) ship in its module: the cluster uses its
+# fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary.
+echo "building kwok (sigs.k8s.io/kwok $kwok_version) into $dir" >&2
+(cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version")
+src=$(cd "$tmp" && go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/general/pod-create.yaml pod/general/pod-init-container-running.yaml
+  pod/general/pod-init-container-completed.yaml pod/general/pod-ready.yaml pod/general/pod-complete.yaml
+  pod/general/pod-delete.yaml)
+for stage in "${stages[@]}"; do cat "$src/kustomize/stage/$stage"; echo "---"; done > "$tmp/kwok-stages.yaml"
 if ! mv -T "$tmp" "$dir" 2>/dev/null && ! complete "$dir"; then
   echo "could not move the binaries into $dir" >&2
   exit 1
