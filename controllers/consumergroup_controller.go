@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -127,6 +128,12 @@ func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err er
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is being deleted, and the group with it: nothing is left to publish to. The
+		// group's deletion ends its passes.
+		log.FromContext(ctx).V(1).Info("The namespace is being deleted; not writing", "object", what)
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err
 }

@@ -65,10 +65,14 @@ func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, nam
 // Setup registers the controller and the health checks with mgr. maxClockSkew is how far the clocks of
 // member pods and of the operator may differ (protocol.DefaultMaxClockSkew when zero).
 func Setup(ctx context.Context, mgr ctrl.Manager, maxClockSkew time.Duration) error {
+	recorder, err := eventRecorder(ctx, mgr, "consumergroup-operator")
+	if err != nil {
+		return err
+	}
 	r := &controllers.ConsumerGroupReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorder("consumergroup-operator"),
+		Recorder:     recorder,
 		Clock:        clock.RealClock{},
 		MaxClockSkew: maxClockSkew,
 	}

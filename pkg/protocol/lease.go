@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -81,6 +82,9 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 			s.Pod, s.PodUID = ref.Name, ref.UID
 		}
 	}
+	if s.Pod == "" {
+		s.Pod = leasePod(lease)
+	}
 	if lease.Spec.HolderIdentity != nil {
 		s.Member = *lease.Spec.HolderIdentity
 	}
@@ -119,6 +123,22 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)
 	return s
+}
+
+// leasePod names the pod of a Lease whose pod owner reference is gone (the garbage collector removes it
+// once the pod is deleted): PodAnnotation, else, for a Lease written before the annotation, what follows
+// "<group>." in its name, else its name. It is never empty, so that a claim standing after its pod went
+// is still somebody's.
+func leasePod(lease *coordinationv1.Lease) string {
+	if pod := lease.Annotations[PodAnnotation]; pod != "" {
+		return pod
+	}
+	if group := lease.Labels[GroupLabel]; group != "" {
+		if pod, ok := strings.CutPrefix(lease.Name, group+"."); ok && pod != "" {
+			return pod
+		}
+	}
+	return lease.Name
 }
 
 // Expiry is when a reader stops counting on the member's claim: the last renewal, plus the lease
@@ -174,6 +194,7 @@ func (m MemberLease) annotations() map[string]string {
 	return map[string]string{
 		AckedGenerationAnnotation: strconv.FormatInt(m.Acked, 10),
 		ClaimAnnotation:           NewClaim(string(m.PodUID), m.Acked, m.Claim).Encode(),
+		PodAnnotation:             m.Pod,
 	}
 }
 

@@ -1,11 +1,13 @@
 package protocol
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -75,6 +77,27 @@ func TestReadLeaseReadsWhatAMemberWrites(t *testing.T) {
 	}
 	if !ReadLease(memberLease(now, nil)).Released() {
 		t.Error("an empty claim does not read as released")
+	}
+}
+
+// The garbage collector removes a deleted pod's owner reference from its Lease while the group owns it
+// too; the claim is still the pod's, and must be read as such.
+func TestReadLeaseAfterThePodOwnerWentAway(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	lease := memberLease(now, []Queue{q("orders", "a", 1)})
+	lease.OwnerReferences = slices.DeleteFunc(lease.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Kind == "Pod" })
+	if s := ReadLease(lease); s.Pod != "consumer-0" || s.PodUID != "pod-uid" || len(s.Claim) != 1 {
+		t.Errorf("without the pod owner: ReadLease = %+v", s)
+	}
+	// A Lease written before PodAnnotation existed: its name says whose it is.
+	delete(lease.Annotations, PodAnnotation)
+	if s := ReadLease(lease); s.Pod != "consumer-0" || s.PodUID != "pod-uid" {
+		t.Errorf("without the pod owner and the annotation: ReadLease = %+v", s)
+	}
+	// Whatever else is gone, the pod is never nobody.
+	delete(lease.Labels, GroupLabel)
+	if s := ReadLease(lease); s.Pod == "" {
+		t.Errorf("without the pod owner, the annotation and the label: ReadLease = %+v", s)
 	}
 }
 
