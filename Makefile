@@ -14,9 +14,9 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 # pod-side client; make test GO_TEST_FLAGS= runs without it.
 GO_TEST_FLAGS ?= -race
 
-# Tests that need a control plane carry the build tag envtest; the scale tests also carry scale. Vet and
-# lint see every file.
-ALL_TAGS := envtest,scale
+# Tests that need a control plane carry the build tag envtest; the scale tests also carry scale; the
+# end-to-end tests, on a whole cluster, carry e2e. Vet and lint see every file.
+ALL_TAGS := envtest,scale,e2e
 
 ##@ General
 
@@ -47,8 +47,15 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: envtest-bins ## Run every test: unit, property, and against a real etcd and kube-apiserver (built by hack/envtest-bins.sh).
+test: envtest-bins ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
+	$(MAKE) test-e2e
+
+# The end-to-end tests run without the race detector: they measure how long queues go unread under the
+# real controllers' pace, and the envtest suites already run the same code under it.
+.PHONY: test-e2e
+test-e2e: envtest-bins ## Run the end-to-end tests (test/e2e) on a whole cluster: kube-controller-manager, kube-scheduler and kwok's nodes.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags e2e ./test/e2e ./hack/localdev -p 1 -count=1 -v -timeout 30m
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server, in seconds, without building any control plane.
@@ -102,13 +109,13 @@ build: ## Build the operator into bin/manager and every command under cmd/ into 
 	if compgen -G 'cmd/*/' > /dev/null; then go build -o $(BIN)/ ./cmd/...; fi
 
 .PHONY: run
-run: envtest-bins ## Run the operator: against the configured cluster if one answers, else on a local control plane with a demo group.
+run: envtest-bins ## Run the operator: against the configured cluster if one answers, else on a local cluster (kube-controller-manager, kube-scheduler, kwok) with a demo group and its consumers.
 	hack/run.sh
 
 ##@ Tools
 
 .PHONY: envtest-bins
-envtest-bins: ## Build etcd, kube-apiserver and kubectl into the machine's cache, once for every checkout.
+envtest-bins: ## Build etcd, kube-apiserver, kubectl, kube-controller-manager, kube-scheduler and kwok into the machine's cache, once for every checkout.
 	@hack/envtest-bins.sh > /dev/null
 
 .PHONY: controller-gen

@@ -32,6 +32,15 @@ type Ownership struct {
 	// longestGap is the longest time a queue went without a reader.
 	longestGap time.Duration
 	holdings   int
+	observers  []func(reader string, queues []allocate.Queue)
+}
+
+// Observe calls observe with every application of an assignment recorded from now on, in order, under the
+// record's lock: a test checks where queues went at each instant, not only at the end.
+func (o *Ownership) Observe(observe func(reader string, queues []allocate.Queue)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.observers = append(o.observers, observe)
 }
 
 // NewOwnership is an empty record.
@@ -43,6 +52,9 @@ func NewOwnership() *Ownership {
 func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	for _, observe := range o.observers {
+		observe(reader, queues)
+	}
 	now := time.Now()
 	want := map[allocate.Queue]bool{}
 	for _, q := range queues {
