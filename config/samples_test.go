@@ -125,6 +125,28 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 }
 
+// TestDemoWorkloadsAreAccepted creates the demo's workloads (config/samples/demo: the Deployment the demo
+// runs, the StatefulSet sample and its group) as kubectl apply would, with strict field validation.
+func TestDemoWorkloadsAreAccepted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("samples", "demo", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("config/samples/demo holds no workload (%v)", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			objs := readObjects(t, file)
+			if len(objs) == 0 {
+				t.Fatalf("%s holds no object", file)
+			}
+			for _, obj := range objs {
+				if err := dryRunCreate(obj, "default"); err != nil {
+					t.Fatalf("the API server refused %s %s: %v", obj.GetKind(), obj.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
 // TestSamplesCoverEveryStrategy reads the strategy types from the installed CRD, so that a new strategy
 // without a sample fails here, and wants a Broadcasting sample too.
 func TestSamplesCoverEveryStrategy(t *testing.T) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make run: runs the operator against the cluster of $KUBECONFIG (or ~/.kube/config) when it answers;
-# otherwise on a local control plane with a demo group (hack/localdev).
+# otherwise on a local cluster of its own (internal/cluster) with a demo group and its consumers (hack/localdev).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 assets=$(hack/envtest-bins.sh)
@@ -10,10 +10,10 @@ config=${KUBECONFIG:-$HOME/.kube/config}
 if [[ -n ${KUBECONFIG:-} || -f $config ]] && "$kubectl" cluster-info --request-timeout=5s > /dev/null 2>&1; then
   echo "Cluster found ($("$kubectl" config current-context)): installing the CRD and running the operator against it."
   "$kubectl" apply --server-side -f config/crd/bases
-  echo "Try: kubectl apply -f config/samples/messaging_v1alpha1_consumergroup_sticky.yaml; KUBECONFIG=$config hack/scale.sh 3"
+  echo "Try: kubectl apply -f config/samples/messaging_v1alpha1_consumergroup_sticky.yaml -f config/samples/demo/order-consumer.yaml"
   exec go run . --metrics-bind-address=0
 fi
 
-echo "No cluster answers at ${KUBECONFIG:-~/.kube/config}: running the operator on a local control plane."
+echo "No cluster answers at ${KUBECONFIG:-~/.kube/config}: running the operator on a local cluster."
 go build -o bin/localdev/localdev ./hack/localdev
 exec env KUBEBUILDER_ASSETS="$assets" bin/localdev/localdev "$@"

@@ -1,16 +1,15 @@
-// Command localdev runs the operator on a control plane of its own, for `make run` on a machine without a
-// cluster. It starts etcd and kube-apiserver from KUBEBUILDER_ASSETS (hack/envtest-bins.sh builds them; the tests use the same), installs the CRD,
-// creates two nodes in two zones, applies a sample ConsumerGroup and its member pods, and runs the
-// operator's manager, exactly as main.go builds it. It prints every generation of the assignment ConfigMap
-// and `kubectl get cg` once the group's status follows, and keeps running until interrupted, so that the reader can scale the
-// pods with hack/scale.sh and watch the assignment follow.
+// Command localdev runs the operator on a cluster of its own, for `make run` on a machine without one. It
+// starts a whole cluster without a kubelet (internal/cluster: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, and kwok's nodes in three zones; hack/envtest-bins.sh builds them), installs the CRD,
+// applies the Sticky sample group `orders` and the Deployment `order-consumer` whose pods it selects, and
+// runs the operator's manager, exactly as main.go builds it.
 //
-// There is no scheduler, kubelet or controller-manager on this control plane. A small loop stands in for
-// the first two: it binds each new pod to the node with the fewest demo pods, marks it Running and Ready,
-// and runs for each running pod what its consumer process would: a pkg/member client that watches the
-// pod's entry in the assignment, acknowledges each generation through the pod's Lease and, when the pod
-// is deleted, drains it (as a preStop hook would) before the deletion completes. Without a garbage
-// collector, deleting a group leaves its ConfigMap and Leases behind.
+// kwok runs the pods but not their processes: for every pod it reports running, the demo runs what the
+// consumer process would, a pkg/member client that watches the pod's entry in the assignment and
+// acknowledges each generation through the pod's Lease; when the pod is deleted, it drains (as a preStop
+// hook would) until its grace period ends. The demo prints every generation of the assignment ConfigMap
+// and `kubectl get cg` once the group's status follows, and keeps running until interrupted, so that the
+// reader can scale, restart and drain with kubectl and watch the assignment follow.
 package main
 
 import (
@@ -27,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -38,59 +36,43 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/cluster"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
-
-// The demo's nodes, one per zone of the Sticky sample's brokers.
-var nodes = []struct{ name, zone string }{
-	{"node-a", "zone-a"},
-	{"node-b", "zone-b"},
-}
 
 func main() {
 	var (
 		assets    = flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS).")
 		sample    = flag.String("sample", "config/samples/messaging_v1alpha1_consumergroup_sticky.yaml", "ConsumerGroup to apply.")
 		namespace = flag.String("namespace", "demo", "Namespace of the group and its pods.")
-		pods      = flag.Int("pods", 3, "Member pods to start with.")
+		consumers = flag.String("consumers", "config/samples/demo/order-consumer.yaml", "The workload whose pods the group selects (app=order-consumer).")
 		dir       = flag.String("dir", "bin/localdev", "Directory for the kubeconfig and the operator's log.")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *assets, *sample, *namespace, *pods, *dir); err != nil {
+	if err := run(ctx, *assets, *sample, *consumers, *namespace, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "localdev:", err)
 		os.Exit(1)
 	}
 }
 
 // run runs the demo until ctx ends, then stops everything it started.
-func run(ctx context.Context, assets, sample, namespace string, pods int, dir string) error {
+func run(ctx context.Context, assets, sample, consumers, namespace, dir string) error {
 	if assets == "" {
-		return errors.New("no control-plane binaries: set -assets or KUBEBUILDER_ASSETS (make run does)")
+		return errors.New("no cluster binaries: set -assets or KUBEBUILDER_ASSETS (make run does)")
 	}
 	kubectl := filepath.Join(assets, "kubectl")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	kubeconfigPath, err := filepath.Abs(filepath.Join(dir, "kubeconfig"))
-	if err != nil {
 		return err
 	}
 
@@ -108,136 +90,125 @@ func run(ctx context.Context, assets, sample, namespace string, pods int, dir st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	fmt.Println("Starting etcd and kube-apiserver from", assets)
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join("config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	fmt.Println("Starting a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from", assets)
+	started := time.Now()
+	cl, err := cluster.Start(ctx, cluster.Options{
+		Assets:            assets,
+		Dir:               dir,
+		CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
+		Namespace:         namespace,
+	})
 	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
+		return fmt.Errorf("starting the cluster (logs in %s): %w", dir, err)
 	}
 	defer func() {
-		fmt.Println("Stopping the control plane")
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		fmt.Println("Stopping the cluster")
+		if err := cl.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
 		}
-		// The kubeconfig names a server that no longer exists.
-		_ = os.Remove(kubeconfigPath)
 	}()
-	if err := writeKubeconfig(env.KubeConfig, namespace, kubeconfigPath); err != nil {
-		return err
-	}
+	fmt.Printf("Cluster up in %s: nodes %s\n", time.Since(started).Round(100*time.Millisecond), strings.Join(cl.Nodes, ", "))
 
-	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	c, err := client.New(cl.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		return err
 	}
-	if err := setUp(ctx, c, namespace, sample); err != nil {
+	if err := createIfMissing(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return err
 	}
+	group := groupName(sample)
 
 	// The operator, as main.go runs it (without leader election, metrics or probes, whose ports may be
 	// taken on a developer's machine).
-	mgr, err := ctrl.NewManager(cfg, manager.Options("0", "0", false, "", ""))
+	mgr, err := ctrl.NewManager(cl.Config, manager.Options("0", "0", false, "", ""))
 	if err != nil {
 		return err
 	}
 	if err := manager.Setup(ctx, mgr, 0); err != nil {
 		return err
 	}
-	// The stand-in scheduler and kubelet, in a manager of its own so that it sees whole pods, not the
-	// operator's stripped copies.
-	kubelet, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  manager.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
-	})
-	if err != nil {
-		return err
-	}
-	clientset, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	fk := &fakeKubelet{Client: kubelet.GetClient(), clientset: clientset, group: groupName(sample), ctx: ctx,
-		consumers: map[string]*consumer{}}
-	if err := ctrl.NewControllerManagedBy(kubelet).Named("fake-kubelet").
-		For(&corev1.Pod{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Complete(fk); err != nil {
-		return err
-	}
-	errs := make(chan error, 2)
-	go func() { errs <- kubelet.Start(ctx) }()
+	errs := make(chan error, 1)
 	go func() { errs <- mgr.Start(ctx) }()
 
-	// The member pods, created as a reader would with hack/scale.sh.
-	scale := exec.CommandContext(ctx, "hack/scale.sh", fmt.Sprint(pods))
-	scale.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "KUBECTL="+kubectl)
-	scale.Stdout, scale.Stderr = os.Stdout, os.Stderr
-	if err := scale.Run(); err != nil {
-		return fmt.Errorf("hack/scale.sh %d: %w", pods, err)
+	// The pods' consumer processes.
+	clientset, err := kubernetes.NewForConfig(cl.Config)
+	if err != nil {
+		return err
+	}
+	procs := cluster.RunConsumers(ctx, clientset, namespace, "app=order-consumer", func(pod *corev1.Pod) (cluster.Process, error) {
+		return startConsumer(ctx, clientset, group, pod)
+	})
+
+	for _, file := range []string{sample, consumers} {
+		if err := apply(ctx, c, namespace, file); err != nil {
+			return err
+		}
 	}
 
 	fmt.Printf(`
 The operator is running (its log: %s). In another terminal:
 
-  export KUBECONFIG=%s
-  export PATH=%s:$PATH
+KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get cg -o wide
   kubectl get configmap %s -o yaml
-  hack/scale.sh 5      # five member pods
-  hack/scale.sh 2      # two
+  kubectl scale deployment/order-consumer --replicas=5
+  kubectl rollout restart deployment/order-consumer
+  kubectl drain %s --ignore-daemonsets
+  kubectl delete cg %s      # its ConfigMaps are garbage-collected
 
-Ctrl-C stops the operator and the control plane.
-`, logPath, kubeconfigPath, mustAbs(assets), protocol.AssignmentName(groupName(sample)))
+Ctrl-C stops the operator and the cluster.
+`, logPath, cl.Kubeconfig, cl.Kubeconfig, mustAbs(assets), protocol.AssignmentName(group), cl.Nodes[0], group)
 
-	go show(ctx, cfg, kubectl, kubeconfigPath, namespace, groupName(sample))
-	// Until ctx ends or a manager fails; then wait for both managers and the member clients to stop
-	// before the control plane goes.
-	var firstErr error
-	running := 2
+	go show(ctx, cl.Config, kubectl, cl.Kubeconfig, namespace, group)
+	// Until ctx ends or the manager fails; then wait for the manager and the consumers to stop before the
+	// cluster goes.
+	var runErr error
 	select {
 	case <-ctx.Done():
-	case firstErr = <-errs:
-		running--
+		runErr = <-errs
+	case runErr = <-errs:
 		cancel()
 	}
-	fk.wg.Wait()
-	for ; running > 0; running-- {
-		if err := <-errs; err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	return firstErr
+	procs.Wait()
+	return runErr
 }
 
-// writeKubeconfig writes the control plane's admin kubeconfig with namespace as the context's namespace, so
-// that kubectl needs no -n.
-func writeKubeconfig(data []byte, namespace, path string) error {
-	kc, err := clientcmd.Load(data)
+// consumer is a pod's consumer process: a member client that acknowledges every assignment it is given.
+type consumer struct {
+	client *member.Client
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func startConsumer(ctx context.Context, clientset kubernetes.Interface, group string, pod *corev1.Pod) (*consumer, error) {
+	mc, err := member.New(clientset, member.Config{
+		Namespace: pod.Namespace, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true,
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, c := range kc.Contexts {
-		c.Namespace = namespace
-	}
-	return clientcmd.WriteToFile(*kc, path)
+	ctx, stop := context.WithCancel(ctx)
+	c := &consumer{client: mc, stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		if err := mc.Run(ctx); err != nil {
+			logf.FromContext(ctx).Error(err, "Member client stopped", "pod", pod.Name)
+		}
+	}()
+	return c, nil
 }
 
-// setUp creates the demo's namespace and nodes and applies the sample group in namespace.
-func setUp(ctx context.Context, c client.Client, namespace, sample string) error {
-	if err := createIfMissing(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		return err
-	}
-	for _, n := range nodes {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{controllers.ZoneLabel: n.zone}}}
-		if err := createIfMissing(ctx, c, node); err != nil {
-			return err
-		}
-	}
-	data, err := os.ReadFile(sample)
+func (c *consumer) Drain(ctx context.Context) error { return c.client.Drain(ctx) }
+
+func (c *consumer) Stop() {
+	c.stop()
+	<-c.done
+}
+
+// apply creates the objects of a YAML file in namespace.
+func apply(ctx context.Context, c client.Client, namespace, file string) error {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
@@ -247,16 +218,16 @@ func setUp(ctx context.Context, c client.Client, namespace, sample string) error
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("%s: %w", sample, err)
+			return fmt.Errorf("%s: %w", file, err)
 		}
 		if len(obj.Object) == 0 {
 			continue
 		}
 		obj.SetNamespace(namespace)
 		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("applying %s: %w", sample, err)
+			return fmt.Errorf("applying %s: %w", file, err)
 		}
-		fmt.Printf("Applied %s %s/%s from %s\n", obj.GetKind(), namespace, obj.GetName(), sample)
+		fmt.Printf("Applied %s %s/%s from %s\n", obj.GetKind(), namespace, obj.GetName(), file)
 	}
 }
 
@@ -286,157 +257,6 @@ func mustAbs(p string) string {
 		return p
 	}
 	return abs
-}
-
-// fakeKubelet does what a scheduler, a kubelet and the consumer processes would do to the demo's pods: it
-// binds a new pod to the node with the fewest pods, reports a bound pod Running and Ready, runs a member
-// client for each running pod, and completes a deletion once the pod drained.
-type fakeKubelet struct {
-	client.Client
-	clientset kubernetes.Interface
-	group     string
-	// ctx bounds the member clients, which outlive a Reconcile call.
-	ctx context.Context
-	wg  sync.WaitGroup
-
-	mu        sync.Mutex
-	consumers map[string]*consumer // by pod name
-}
-
-// consumer is a running pod's member client.
-type consumer struct {
-	uid      string
-	client   *member.Client
-	stop     context.CancelFunc
-	draining bool
-}
-
-func (k *fakeKubelet) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pod corev1.Pod
-	if err := k.Get(ctx, req.NamespacedName, &pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			k.stopConsumer(req.Name, "")
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	switch {
-	case pod.DeletionTimestamp != nil:
-		k.drainAndDelete(pod)
-		return ctrl.Result{}, nil
-	case pod.Spec.NodeName == "":
-		node, err := k.leastLoadedNode(ctx, pod.Namespace)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		binding := &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}
-		return ctrl.Result{}, k.SubResource("binding").Create(ctx, &pod, binding)
-	case pod.Status.Phase != corev1.PodRunning:
-		now := metav1.Now()
-		pod.Status.Phase = corev1.PodRunning
-		pod.Status.StartTime = &now
-		for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
-			pod.Status.Conditions = append(slices.DeleteFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == t }),
-				corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
-		}
-		pod.Status.ContainerStatuses = nil
-		for _, c := range pod.Spec.Containers {
-			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
-				Name: c.Name, Image: c.Image, Ready: true, Started: new(true),
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-			})
-		}
-		return ctrl.Result{}, k.Status().Update(ctx, &pod)
-	default:
-		return ctrl.Result{}, k.startConsumer(pod)
-	}
-}
-
-// startConsumer runs the pod's member client, which acknowledges every assignment it is given.
-func (k *fakeKubelet) startConsumer(pod corev1.Pod) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if c, ok := k.consumers[pod.Name]; ok && c.uid == string(pod.UID) {
-		return nil
-	}
-	mc, err := member.New(k.clientset, member.Config{
-		Namespace: pod.Namespace, Group: k.group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true,
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(k.ctx)
-	k.consumers[pod.Name] = &consumer{uid: string(pod.UID), client: mc, stop: cancel}
-	k.wg.Go(func() {
-		if err := mc.Run(ctx); err != nil {
-			logf.FromContext(ctx).Error(err, "Member client stopped", "pod", pod.Name)
-		}
-	})
-	return nil
-}
-
-// stopConsumer stops the pod's member client; uid "" stops whichever runs under the name.
-func (k *fakeKubelet) stopConsumer(name, uid string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if c, ok := k.consumers[name]; ok && (uid == "" || c.uid == uid) {
-		c.stop()
-		delete(k.consumers, name)
-	}
-}
-
-// drainAndDelete does what a pod's preStop hook and kubelet do on deletion: wait (up to 15 seconds) until
-// the operator has released the pod's queues, stop the consumer, then remove the pod.
-func (k *fakeKubelet) drainAndDelete(pod corev1.Pod) {
-	k.mu.Lock()
-	c := k.consumers[pod.Name]
-	if c != nil && c.uid == string(pod.UID) {
-		if c.draining {
-			k.mu.Unlock()
-			return
-		}
-		c.draining = true
-	} else {
-		c = nil
-	}
-	k.mu.Unlock()
-	k.wg.Go(func() {
-		if c != nil {
-			ctx, cancel := context.WithTimeout(k.ctx, 15*time.Second)
-			if err := c.client.Drain(ctx); err != nil {
-				logf.FromContext(ctx).Error(err, "Drain did not finish", "pod", pod.Name)
-			}
-			cancel()
-		}
-		k.stopConsumer(pod.Name, string(pod.UID))
-		if err := k.Delete(k.ctx, &pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
-			logf.FromContext(k.ctx).Error(err, "Failed to delete a pod", "pod", pod.Name)
-		}
-	})
-}
-
-// leastLoadedNode is the demo node with the fewest pods in namespace, the first by name on a tie, so that
-// pods spread over the zones.
-func (k *fakeKubelet) leastLoadedNode(ctx context.Context, namespace string) (string, error) {
-	var pods corev1.PodList
-	if err := k.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-		return "", err
-	}
-	load := map[string]int{}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			load[p.Spec.NodeName]++
-		}
-	}
-	best := nodes[0].name
-	for _, n := range nodes[1:] {
-		if load[n.name] < load[best] {
-			best = n.name
-		}
-	}
-	return best, nil
 }
 
 // show prints every generation of the assignment ConfigMap as it is published, and `kubectl get cg -o wide`

@@ -1,4 +1,4 @@
-//go:build envtest
+//go:build e2e
 
 package main
 
@@ -19,32 +19,44 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// TestDemo runs what `make run` runs without a cluster, and does what the README tells the reader to do:
-// scale the pods to five and to two with hack/scale.sh. After each step every pod must hold its share of
-// the sample's 12 queues, each queue exactly once; at the end the demo must stop cleanly.
+// TestDemo runs what `make run` runs without a cluster, and does what the README tells the reader to do
+// with kubectl: scale the Deployment to five, restart it, drain a node, and delete the group. After each
+// step every pod must hold its share of the sample's 12 queues, each queue exactly once; the deleted
+// group's ConfigMaps must be garbage-collected; at the end the demo must stop cleanly.
 func TestDemo(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds etcd and kube-apiserver (hack/envtest-bins.sh) and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds the cluster's binaries (hack/envtest-bins.sh) and sets it")
 	}
 	assets, err := filepath.Abs(assets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo reads config/ and runs hack/scale.sh from the repository's root, as make run does.
+	// The demo reads config/ from the repository's root, as make run does.
 	t.Chdir(filepath.Join("..", ".."))
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan error, 1)
+	stopped := make(chan struct{})
+	// However the test ends, the demo stops its cluster before the test binary exits.
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(time.Minute):
+		}
+	})
 	go func() {
-		done <- run(ctx, assets, filepath.Join("config", "samples", "messaging_v1alpha1_consumergroup_sticky.yaml"), "demo", 3, dir)
+		defer close(stopped)
+		done <- run(ctx, assets, filepath.Join("config", "samples", "messaging_v1alpha1_consumergroup_sticky.yaml"),
+			filepath.Join("config", "samples", "demo", "order-consumer.yaml"), "demo", dir)
 	}()
 
 	var c client.Client
@@ -54,18 +66,47 @@ func TestDemo(t *testing.T) {
 			return err
 		}
 		c, err = client.New(cfg, client.Options{Scheme: manager.Scheme()})
-		return err
-	})
-	expectMembers(t, done, c, 3)
-
-	for _, n := range []int{5, 2} {
-		scale := exec.Command("hack/scale.sh", fmt.Sprint(n))
-		scale.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBECTL="+filepath.Join(assets, "kubectl"))
-		if out, err := scale.CombinedOutput(); err != nil {
-			t.Fatalf("hack/scale.sh %d: %v\n%s", n, err, out)
+		if err != nil {
+			return err
 		}
-		expectMembers(t, done, c, n)
+		return c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "orders"}, &v1alpha1.ConsumerGroup{})
+	})
+	kubectl := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(assets, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		t.Logf("kubectl %v:\n%s", args, out)
 	}
+	expectMembers(t, done, c, 3, "")
+
+	kubectl("scale", "deployment/order-consumer", "--replicas=5")
+	expectMembers(t, done, c, 5, "")
+	kubectl("rollout", "restart", "deployment/order-consumer")
+	kubectl("rollout", "status", "deployment/order-consumer", "--timeout=3m")
+	expectMembers(t, done, c, 5, "")
+	var pods corev1.PodList
+	testenv.Must(t, c.List(context.Background(), &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "order-consumer"}))
+	node := pods.Items[0].Spec.NodeName
+	kubectl("drain", node, "--ignore-daemonsets", "--timeout=3m")
+	expectMembers(t, done, c, 5, node)
+	kubectl("uncordon", node)
+
+	kubectl("delete", "cg", "orders")
+	// The members' Leases belong to their pods as well, and go with them.
+	waitFor(t, done, "the group's ConfigMaps to be garbage-collected", func() error {
+		var cms corev1.ConfigMapList
+		if err := c.List(context.Background(), &cms, client.InNamespace("demo"), client.MatchingLabels{protocol.GroupLabel: "orders"}); err != nil {
+			return err
+		}
+		if n := len(cms.Items); n > 0 {
+			return fmt.Errorf("%d ConfigMaps left", n)
+		}
+		return nil
+	})
 
 	cancel()
 	select {
@@ -81,26 +122,29 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// expectMembers waits until exactly pods order-consumer-0..n-1 exist and are members, the ConfigMap gives
-// each of the group's 12 queues to exactly one of them, and the group reports it Ready.
-func expectMembers(t *testing.T, done <-chan error, c client.Client, n int) {
+// expectMembers waits until exactly n order-consumer pods run, none of them on avoid (a drained node), the
+// ConfigMap has an entry for each of them and gives each of the group's 12 queues to exactly one, and the
+// group reports them all Ready members.
+func expectMembers(t *testing.T, done <-chan error, c client.Client, n int, avoid string) {
 	t.Helper()
-	var want []string
-	for i := range n {
-		want = append(want, fmt.Sprintf("order-consumer-%d", i))
-	}
 	waitFor(t, done, fmt.Sprintf("%d members holding the 12 queues", n), func() error {
 		var pods corev1.PodList
-		if err := c.List(context.Background(), &pods, client.InNamespace("demo")); err != nil {
+		if err := c.List(context.Background(), &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "order-consumer"}); err != nil {
 			return err
 		}
-		var names []string
+		var want []string
 		for _, p := range pods.Items {
-			names = append(names, p.Name)
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("pod %s is terminating", p.Name)
+			}
+			if p.Spec.NodeName == avoid {
+				return fmt.Errorf("pod %s runs on the drained node %s", p.Name, avoid)
+			}
+			want = append(want, p.Name)
 		}
-		slices.Sort(names)
-		if !slices.Equal(names, want) {
-			return fmt.Errorf("pods %v", names)
+		slices.Sort(want)
+		if len(want) != n {
+			return fmt.Errorf("pods %v, want %d", want, n)
 		}
 
 		var cm corev1.ConfigMap
@@ -141,11 +185,11 @@ func expectMembers(t *testing.T, done <-chan error, c client.Client, n int) {
 	})
 }
 
-// waitFor retries check until it succeeds, for up to a minute (the control plane shares two cores with
+// waitFor retries check until it succeeds, for up to two minutes (the control plane shares two cores with
 // the rest of the test run); it fails at once if the demo stopped.
 func waitFor(t *testing.T, done <-chan error, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := check()
 		if err == nil {
