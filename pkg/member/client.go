@@ -81,6 +81,11 @@ type Client struct {
 	// inForce is the assignment delivered last; reason says why it is empty, when it is.
 	inForce Assignment
 	reason  string
+	// pending is the newest assignment, held back until the Lease claims its queues: the application may
+	// read a queue only once the Lease says it may (claimed, the claim last written). Otherwise a claim
+	// the operator or a new pod of the same name reads as released could hide a queue being read.
+	pending Assignment
+	claimed []Queue
 	// group and highest are the group incarnation whose generations this client follows and the highest
 	// generation it delivered: it never goes back to a lower one, nor delivers other queues under the
 	// same one, so an old copy of the ConfigMap someone restores is not acted on.
@@ -159,15 +164,20 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) leaseState() leaseState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return leaseState{acked: c.acked, claim: union(c.ackedQueues, c.inForce.Queues), groupUID: c.group}
+	return leaseState{acked: c.acked, claim: union(union(c.ackedQueues, c.inForce.Queues), c.pending.Queues), groupUID: c.group}
 }
 
 func (c *Client) leaseWritten(st leaseState) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.claimed = st.claim
 	if st.acked != c.written {
 		c.written = st.acked
 		c.notifyLocked()
+	}
+	release := c.pending.Generation > 0 && covers(c.claimed, c.pending.Queues)
+	c.mu.Unlock()
+	if release {
+		c.evaluate()
 	}
 }
 
@@ -219,8 +229,18 @@ func (c *Client) evaluate() {
 		c.reason = ""
 	}
 	if a.equal(c.inForce) {
+		c.pending = Assignment{}
 		return
 	}
+	if !covers(c.claimed, a.Queues) {
+		// Claim first, deliver once the Lease says so (leaseWritten); the write is a renewal.
+		if !a.equal(c.pending) {
+			c.pending = a
+			c.keeper.requestWrite()
+		}
+		return
+	}
+	c.pending = Assignment{}
 	c.inForce = a
 	if a.Generation > 0 {
 		c.highest = a
@@ -447,6 +467,20 @@ func (c *Client) Status() Status {
 		LeaseRenewedAt:      renewedAt,
 		LeaseError:          leaseErr,
 	}
+}
+
+// covers tells whether the sorted list claim holds every queue of the sorted list queues.
+func covers(claim, queues []Queue) bool {
+	i := 0
+	for _, q := range queues {
+		for i < len(claim) && protocol.CompareQueues(claim[i], q) < 0 {
+			i++
+		}
+		if i == len(claim) || protocol.CompareQueues(claim[i], q) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // union is the sorted union of two sorted lists of queues.

@@ -3,10 +3,13 @@ package member_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,4 +68,74 @@ func poll(t *testing.T, done func() bool) {
 			t.Fatal("not done within 10 s")
 		}
 	}
+}
+
+// TestClaimsBeforeItReads: a generation that gives the member a queue its Lease does not claim yet
+// reaches the application only once the Lease claims it. Otherwise, with the Lease unwritable (the pod
+// cut off from the API server), the application would read a queue that its Lease, still claiming
+// nothing, shows as free: a new pod of the same name, or the operator, could take it as released.
+func TestClaimsBeforeItReads(t *testing.T) {
+	const ns, pod, uid = "shop", "consumer-0", "uid-0"
+	q0 := protocol.Queue{Topic: "orders", Broker: "a", ID: 0}
+	assignment := func(generation int64, queues ...protocol.Queue) *corev1.ConfigMap {
+		entry := protocol.NewEntry(pod, uid, generation, queues)
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.AssignmentName("orders"),
+				Annotations: map[string]string{protocol.GenerationAnnotation: strconv.FormatInt(generation, 10)}},
+			Data: map[string]string{pod: string(entry.Encode())},
+		}
+	}
+	cs := fake.NewClientset(assignment(1))
+	var cutOff atomic.Bool
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if cutOff.Load() {
+			return true, nil, errors.New("the API server cannot be reached (injected)")
+		}
+		return false, nil, nil
+	})
+	clock := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: uid, LeaseDuration: 3 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	poll(t, func() bool { clock.Step(0); return c.Current().Generation == 1 })
+
+	cutOff.Store(true)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, assignment(2, q0), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, func() bool { return c.Status().PublishedGeneration == 2 })
+	// It tries to write a claim for generation 2 at once, and fails.
+	poll(t, func() bool { return claimWrites(cs) > 0 || c.Current().Generation == 2 })
+	time.Sleep(100 * time.Millisecond)
+	if a := c.Current(); a.Generation != 1 || len(a.Queues) != 0 {
+		t.Fatalf("with its Lease claiming nothing, the member delivered %+v", a)
+	}
+
+	cutOff.Store(false)
+	clock.Step(time.Second) // the next renewal, which carries the claim
+	poll(t, func() bool { return c.Current().Generation == 2 })
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, protocol.LeaseName("orders", pod), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := protocol.ReadLease(lease); len(s.Claim) != 1 || s.Claim[0] != q0 {
+		t.Fatalf("generation 2 delivered while the Lease claims %v", s.Claim)
+	}
+}
+
+// claimWrites counts the Lease updates whose claim lists a queue.
+func claimWrites(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
+			if l, ok := u.GetObject().(*coordinationv1.Lease); ok && len(protocol.ReadLease(l).Claim) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
