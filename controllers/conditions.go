@@ -15,13 +15,18 @@ import (
 // assignment cannot be computed; the last good one stays), Progressing (queues wait for a handoff), Fenced
 // (a member missed its revoke timeout and its queues were handed on) and Tampered (objects the operator
 // wrote, or a member's claim, were deleted or edited, and the operator holds queues back until it knows
-// again who reads what).
+// again who reads what). Reconciling and Stalled follow the kstatus conventions that GitOps tools read
+// (sigs.k8s.io/cli-utils/pkg/kstatus): Reconciling while the group is on its way to what the spec and the
+// members ask (a handoff or a recovery in flight), Stalled while it cannot get there until someone changes
+// the spec or the pods.
 const (
 	ConditionReady       = "Ready"
 	ConditionDegraded    = "Degraded"
 	ConditionProgressing = "Progressing"
 	ConditionFenced      = "Fenced"
 	ConditionTampered    = "Tampered"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
 )
 
 // Reasons of healthy and in-flight states.
@@ -34,6 +39,8 @@ const (
 	ReasonRevokeTimeout     = "RevokeTimeout"
 	ReasonNoneFenced        = "NoneFenced"
 	ReasonIntact            = "Intact"
+	ReasonRecovering        = "Recovering"
+	ReasonSettled           = "Settled"
 )
 
 // Reasons for problems with the group's input: each keeps the published assignment in place.
@@ -175,6 +182,21 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", h.recovering))
 	default:
 		set(ConditionTampered, metav1.ConditionFalse, ReasonIntact, "The objects the operator wrote and the members' claims are as written")
+	}
+
+	// kstatus: the input problems need someone to act; handoffs and recoveries finish on their own.
+	if d.problem != nil {
+		set(ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
+	} else {
+		set(ConditionStalled, metav1.ConditionFalse, ReasonHealthy, healthy)
+	}
+	switch progressing, tampered := meta.FindStatusCondition(status.Conditions, ConditionProgressing), meta.FindStatusCondition(status.Conditions, ConditionTampered); {
+	case progressing.Status == metav1.ConditionTrue:
+		set(ConditionReconciling, metav1.ConditionTrue, ReasonHandoffInProgress, progressing.Message)
+	case tampered.Status == metav1.ConditionTrue:
+		set(ConditionReconciling, metav1.ConditionTrue, ReasonRecovering, tampered.Message)
+	default:
+		set(ConditionReconciling, metav1.ConditionFalse, ReasonSettled, "No queue waits for a handoff and nothing is being recovered")
 	}
 	return status
 }

@@ -5,6 +5,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -48,7 +49,7 @@ func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, nam
 			cacheOpts.DefaultNamespaces[strings.TrimSpace(ns)] = cache.Config{}
 		}
 	}
-	return ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
@@ -60,6 +61,34 @@ func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, nam
 		// stop at once.
 		LeaderElectionReleaseOnCancel: true,
 	}
+	DefaultLeaderElection.Apply(&opts)
+	return opts
+}
+
+// LeaderElectionTimings are the leader election's durations (client-go's leaderelection.LeaderElectionConfig).
+type LeaderElectionTimings struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultLeaderElection is controller-runtime's lease duration and renew deadline with a retry period of
+// 500 ms instead of 2 s. A leader stopped by SIGTERM releases its Lease, and a standby tries to take it
+// every retry period, jittered by client-go up to 2.2 times that: with 500 ms a rolling update of the
+// operator hands over in about a second, where 2 s could take 4.4 s. The price is two Lease requests a
+// second per replica. A leader that dies without releasing is replaced once the lease duration has passed.
+var DefaultLeaderElection = LeaderElectionTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+// Validate checks what client-go requires: lease duration > renew deadline > 1.2 × retry period > 0.
+func (l LeaderElectionTimings) Validate() error {
+	if l.RetryPeriod <= 0 || l.RenewDeadline <= l.RetryPeriod*12/10 || l.LeaseDuration <= l.RenewDeadline {
+		return fmt.Errorf("leader election: want lease duration (%v) > renew deadline (%v) > 1.2 × retry period (%v) > 0",
+			l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
+	}
+	return nil
+}
+
+// Apply sets the timings in opts.
+func (l LeaderElectionTimings) Apply(opts *ctrl.Options) {
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &l.LeaseDuration, &l.RenewDeadline, &l.RetryPeriod
 }
 
 // Setup registers the controller and the health checks with mgr. maxClockSkew is how far the clocks of

@@ -159,3 +159,20 @@ func TestLeaderElection(t *testing.T) {
 	readyPod(t, ns, "p1")
 	eventually(t, "the second replica to publish the new member", func() bool { return members(ns) == 2 })
 }
+
+func TestLeaderElectionTimingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		l    LeaderElectionTimings
+		fine bool
+	}{
+		{DefaultLeaderElection, true},
+		{LeaderElectionTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, true},
+		{LeaderElectionTimings{LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, false},
+		{LeaderElectionTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 2400 * time.Millisecond, RetryPeriod: 2 * time.Second}, false},
+		{LeaderElectionTimings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second}, false},
+	} {
+		if err := tc.l.Validate(); (err == nil) != tc.fine {
+			t.Errorf("%+v: Validate() = %v", tc.l, err)
+		}
+	}
+}
