@@ -34,6 +34,8 @@ type ConsumerGroupReconciler struct {
 
 	// strategies keeps each group's strategy between passes so that it can reuse work.
 	strategies strategyCache
+	// metrics keeps what the group metrics need across passes.
+	metrics groupMetrics
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -55,12 +57,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.strategies.forget(req.NamespacedName)
+			r.metrics.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !group.DeletionTimestamp.IsZero() {
 		// The assignment ConfigMaps and the Leases are owned by the group and go with it.
 		r.strategies.forget(req.NamespacedName)
+		r.metrics.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -92,6 +96,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			"members", len(d.members), "queues", d.queueCount, "moved", d.moved, "objects", len(d.writes))
 	}
 	r.emitEvents(&group, oldStatus, d)
+	r.metrics.record(&group, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
 }

@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+)
+
+// The operator's metrics, served on controller-runtime's metrics endpoint, labelled by the group's
+// namespace and name; none is labelled by pod or queue. docs/metrics.md describes each.
+var (
+	groupLabels = []string{"namespace", "group"}
+
+	membersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_members", Help: "Members in the published assignment.",
+	}, groupLabels)
+	queuesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_queues", Help: "Queues the group's spec lists.",
+	}, groupLabels)
+	unownedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_unowned_queues",
+		Help: "Queues no member is given in the published assignment: published to nobody, or revoked and not yet granted.",
+	}, groupLabels)
+	generationGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_assignment_generation", Help: "Generation of the published assignment.",
+	}, groupLabels)
+	rebalancesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "consumergroup_rebalances_total",
+		Help: "Assignment generations published, by reason: spec (the spec changed), membership (members came or went), handoff (a revoked queue was granted, or another step of a handoff), recovery (what the operator wrote was deleted or edited).",
+	}, append(groupLabels, "reason"))
+	movedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "consumergroup_queues_moved_total", Help: "Queues that changed reader.",
+	}, groupLabels)
+	handoffSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "consumergroup_handoff_duration_seconds",
+		Help:    "Time from the publication of a queue's revocation to the publication of its grant to another member.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	}, groupLabels)
+	fencedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "consumergroup_members_fenced_total", Help: "Revocations whose member missed its revoke timeout while renewing its Lease.",
+	}, groupLabels)
+	imbalanceGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_imbalance_ratio",
+		Help: "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.",
+	}, groupLabels)
+	crossZoneGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_cross_zone_queues", Help: "Queues given to a member in another zone than their broker's (both known).",
+	}, groupLabels)
+	bytesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_assignment_bytes", Help: "Size of the entries of the assignment ConfigMaps, as last written by this replica.",
+	}, groupLabels)
+	conditionGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "consumergroup_status_condition", Help: "1 for each condition's current status, 0 for the others.",
+	}, append(groupLabels, "type", "status"))
+
+	groupCollectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, handoffSeconds,
+		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge,
+	}
+)
+
+func init() {
+	metrics.Registry.MustRegister(membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal,
+		handoffSeconds, fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge)
+}
+
+// Rebalance reasons.
+const (
+	rebalanceSpec       = "spec"
+	rebalanceMembership = "membership"
+	rebalanceHandoff    = "handoff"
+	rebalanceRecovery   = "recovery"
+)
+
+// groupMetrics keeps, per group, what a metric needs across passes: when each queue revoked and not yet
+// granted was revoked. It is this replica's observation only: a new leader starts counting anew.
+type groupMetrics struct {
+	mu      sync.Mutex
+	revoked map[types.NamespacedName]map[allocate.Queue]time.Time
+}
+
+// record sets the group's metrics after a pass that published d (or kept what was published); old is the
+// status before the pass, status after it.
+func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision, now time.Time) {
+	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
+	membersGauge.With(l).Set(float64(status.MemberCount))
+	queuesGauge.With(l).Set(float64(d.queueCount))
+	generationGauge.With(l).Set(float64(status.AssignmentGeneration))
+
+	owned := 0
+	plan := make(allocate.Plan, len(d.entries))
+	for _, e := range d.entries {
+		owned += len(e.Queues)
+		plan[e.Member] = e.Queues
+	}
+	unownedGauge.With(l).Set(float64(max(d.queueCount-owned, 0)))
+	imbalanceGauge.With(l).Set(imbalance(d.members, plan, owned))
+	in := allocate.Input{Members: make([]allocate.Member, len(d.members)), Queues: nil}
+	for i, mem := range d.members {
+		in.Members[i] = mem.Member
+	}
+	crossZoneGauge.With(l).Set(float64(allocate.CrossZone(in, plan)))
+	if len(d.writes) > 0 {
+		size := 0
+		for _, part := range d.writes {
+			for _, v := range part.Data {
+				size += len(v)
+			}
+		}
+		bytesGauge.With(l).Set(float64(size))
+	}
+	for _, c := range status.Conditions {
+		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+			v := 0.0
+			if c.Status == s {
+				v = 1
+			}
+			conditionGauge.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "type": c.Type, "status": string(s)}).Set(v)
+		}
+	}
+	fencedTotal.With(l).Add(float64(len(d.handoff.fenced)))
+
+	if !d.rebalanced || !d.published {
+		return
+	}
+	movedTotal.With(l).Add(float64(d.moved))
+	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
+
+	// Handoffs: a queue published to a member before this pass and to none now was revoked; one published
+	// to none before and to a member now, after a revocation this replica saw, was handed off.
+	before := map[allocate.Queue]bool{}
+	for _, e := range obs.published.Entries {
+		for _, q := range e.Queues {
+			before[q] = true
+		}
+	}
+	after := map[allocate.Queue]bool{}
+	for _, e := range d.entries {
+		for _, q := range e.Queues {
+			after[q] = true
+		}
+	}
+	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.revoked == nil {
+		m.revoked = map[types.NamespacedName]map[allocate.Queue]time.Time{}
+	}
+	revoked := m.revoked[key]
+	if revoked == nil {
+		revoked = map[allocate.Queue]time.Time{}
+		m.revoked[key] = revoked
+	}
+	for q := range before {
+		if !after[q] {
+			if _, ok := revoked[q]; !ok {
+				revoked[q] = now
+			}
+		}
+	}
+	for q, at := range revoked {
+		if after[q] {
+			handoffSeconds.With(l).Observe(now.Sub(at).Seconds())
+			delete(revoked, q)
+		}
+	}
+	// A queue the spec dropped is handed to nobody.
+	if len(revoked) > d.queueCount {
+		clear(revoked)
+	}
+}
+
+// forget removes a deleted group's series and what was kept for it.
+func (m *groupMetrics) forget(key types.NamespacedName) {
+	match := prometheus.Labels{"namespace": key.Namespace, "group": key.Name}
+	for _, c := range groupCollectors {
+		c.DeletePartialMatch(match)
+	}
+	m.mu.Lock()
+	delete(m.revoked, key)
+	m.mu.Unlock()
+}
+
+// rebalanceReason says why d published a new generation.
+func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision) string {
+	switch {
+	case d.tampered != nil && d.tampered.Reason != ReasonClaimUnreadable:
+		return rebalanceRecovery
+	case old.ObservedGeneration != group.Generation:
+		return rebalanceSpec
+	}
+	before := map[string]bool{}
+	for pod := range obs.published.Entries {
+		before[pod] = true
+	}
+	if len(before) != len(d.entries) {
+		return rebalanceMembership
+	}
+	for pod := range d.entries {
+		if !before[pod] {
+			return rebalanceMembership
+		}
+	}
+	return rebalanceHandoff
+}
+
+// imbalance is the busiest member's queues per unit of weight over the mean per unit of weight.
+func imbalance(members []member, plan allocate.Plan, owned int) float64 {
+	if len(members) == 0 || owned == 0 {
+		return 0
+	}
+	var weights float64
+	busiest := 0.0
+	for _, m := range members {
+		w := float64(max(m.Weight, 1))
+		weights += w
+		busiest = max(busiest, float64(len(plan[m.ID]))/w)
+	}
+	return busiest / (float64(owned) / weights)
+}
