@@ -7,8 +7,10 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION := v2.15.0
+PROMTOOL_VERSION := v0.316.0
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
+PROMTOOL := $(BIN)/promtool
 
 # GO_TEST_FLAGS are go test's extra flags. The race detector is worth its cost for a controller and its
 # pod-side client; make test GO_TEST_FLAGS= runs without it.
@@ -49,7 +51,12 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 .PHONY: test
 test: envtest-bins ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
-	$(MAKE) test-e2e
+	$(MAKE) test-rules test-e2e
+
+.PHONY: test-rules
+test-rules: promtool ## Check the alert rules (config/prometheus) and run their unit tests with promtool.
+	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	cd config/prometheus && $(PROMTOOL) test rules rules_test.yaml
 
 # The end-to-end tests run without the race detector: they measure how long queues go unread under the
 # real controllers' pace, and the envtest suites already run the same code under it.
@@ -121,6 +128,10 @@ envtest-bins: ## Build etcd, kube-apiserver, kubectl, kube-controller-manager, k
 .PHONY: controller-gen
 controller-gen: ## Install controller-gen into bin/ when missing.
 	@$(call go-install,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
+
+.PHONY: promtool
+promtool: ## Install promtool (github.com/prometheus/prometheus) into bin/ when missing.
+	@$(call go-install,$(PROMTOOL),github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION))
 
 .PHONY: golangci-lint
 golangci-lint: ## Install golangci-lint into bin/ when missing.

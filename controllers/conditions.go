@@ -120,6 +120,7 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 		// The spec could not be planned: count the queues the published assignment holds.
 		status.QueueCount = int32(queues)
 	}
+	status.UnownedQueues = max(status.QueueCount-int32(queues), 0)
 
 	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message,

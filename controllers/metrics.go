@@ -100,7 +100,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		owned += len(e.Queues)
 		plan[e.Member] = e.Queues
 	}
-	unownedGauge.With(l).Set(float64(max(d.queueCount-owned, 0)))
+	unownedGauge.With(l).Set(float64(status.UnownedQueues))
 	imbalanceGauge.With(l).Set(imbalance(d.members, plan, owned))
 	in := allocate.Input{Members: make([]allocate.Member, len(d.members)), Queues: nil}
 	for i, mem := range d.members {

@@ -329,6 +329,12 @@ type ConsumerGroupStatus struct {
 	// +optional
 	QueueCount int32 `json:"queueCount,omitempty"`
 
+	// unownedQueues counts the queues the published assignment gives to no member: published to nobody
+	// (no member), or revoked and not yet granted (a handoff waiting for an acknowledgement). Nobody reads
+	// them.
+	// +optional
+	UnownedQueues int32 `json:"unownedQueues"`
+
 	// members summarises the published assignment per member, sorted by member id. It lists at most
 	// 4096 members, so that the status of a very large group still fits the object; memberCount counts
 	// them all, and the assignment ConfigMap lists every member.
@@ -381,8 +387,10 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy.type`
 // +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.memberCount`
 // +kubebuilder:printcolumn:name="Queues",type=integer,JSONPath=`.status.queueCount`
+// +kubebuilder:printcolumn:name="Unowned",type=integer,JSONPath=`.status.unownedQueues`,priority=1
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.assignmentGeneration`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Handoff",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConsumerGroup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -118,9 +119,13 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 	}
 	group := groupName(sample)
 
-	// The operator, as main.go runs it (without leader election, metrics or probes, whose ports may be
-	// taken on a developer's machine).
-	mgr, err := ctrl.NewManager(cl.Config, manager.Options("0", "0", false, "", ""))
+	// The operator, as main.go runs it, without leader election or probes, and with its metrics on a free
+	// port of the loopback interface (a fixed one may be taken on a developer's machine).
+	metricsAddr, err := freeLoopbackAddress()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cl.Config, manager.Options(metricsAddr, "0", false, "", ""))
 	if err != nil {
 		return err
 	}
@@ -149,6 +154,7 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 The operator is running (its log: %s). In another terminal:
 
 KUBECONFIG=%s
+metrics: http://%s/metrics
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get cg -o wide
   kubectl get configmap %s -o yaml
@@ -158,7 +164,7 @@ KUBECONFIG=%s
   kubectl delete cg %s      # its ConfigMaps are garbage-collected
 
 Ctrl-C stops the operator and the cluster.
-`, logPath, cl.Kubeconfig, cl.Kubeconfig, mustAbs(assets), protocol.AssignmentName(group), cl.Nodes[0], group)
+`, logPath, cl.Kubeconfig, metricsAddr, cl.Kubeconfig, mustAbs(assets), protocol.AssignmentName(group), cl.Nodes[0], group)
 
 	go show(ctx, cl.Config, kubectl, cl.Kubeconfig, namespace, group)
 	// Until ctx ends or the manager fails; then wait for the manager and the consumers to stop before the
@@ -249,6 +255,16 @@ func groupName(sample string) string {
 		return ""
 	}
 	return obj.GetName()
+}
+
+// freeLoopbackAddress is an address on 127.0.0.1 with a port nothing listens on now.
+func freeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 func mustAbs(p string) string {
