@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -33,17 +34,7 @@ func TestStopsReadingAtTwoThirdsOfTheLease(t *testing.T) {
 			Annotations: map[string]string{protocol.GenerationAnnotation: "1"}},
 		Data: map[string]string{pod: string(entry.Encode())},
 	})
-	clock := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: uid, LeaseDuration: 3 * time.Second, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
-
-	// The first write takes the Lease; the clock steps only when the test says so.
-	poll(t, func() bool { clock.Step(0); return c.Current().Generation == 1 })
+	c, clock := runOnFakeClock(t, cs, ns, pod, uid)
 
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("the API server cannot be reached (injected)")
@@ -58,6 +49,23 @@ func TestStopsReadingAtTwoThirdsOfTheLease(t *testing.T) {
 	if reason := c.Status().Reason; !strings.Contains(reason, "has not been renewed for 2s") {
 		t.Fatalf("reason %q", reason)
 	}
+}
+
+// runOnFakeClock runs a member of group "orders" for pod, with a 3 s Lease, on a fake clock that steps
+// only when the test says so, until the test ends; it returns once generation 1 is in force (the first
+// write took the Lease).
+func runOnFakeClock(t *testing.T, cs *fake.Clientset, ns, pod, uid string) (*member.Client, *testingclock.FakeClock) {
+	t.Helper()
+	clock := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: types.UID(uid), LeaseDuration: 3 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = c.Run(ctx) }()
+	poll(t, func() bool { clock.Step(0); return c.Current().Generation == 1 })
+	return c, clock
 }
 
 // poll waits, in real time, until done, for what runs on the member's goroutines.
@@ -93,15 +101,8 @@ func TestClaimsBeforeItReads(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	clock := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: uid, LeaseDuration: 3 * time.Second, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = c.Run(ctx) }()
-	poll(t, func() bool { clock.Step(0); return c.Current().Generation == 1 })
+	c, clock := runOnFakeClock(t, cs, ns, pod, uid)
+	ctx := context.Background()
 
 	cutOff.Store(true)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, assignment(2, q0), metav1.UpdateOptions{}); err != nil {
