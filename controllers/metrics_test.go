@@ -5,19 +5,27 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
-// TestMetrics reads the registry the metrics endpoint serves while a Cooperative group goes through a
+// TestMetrics scrapes the metrics endpoint's handler (promhttp over controller-runtime's registry, as the
+// manager's metrics server serves it) while a Cooperative group goes through a
 // join, a revocation its member does not acknowledge, the fence that follows, and the group's deletion,
 // and checks the values.
 func TestMetrics(t *testing.T) {
+	endpoint = httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	t.Cleanup(endpoint.Close)
 	const queues = 12
 	ns, own, ms := settledGroup(t, "mx", queues, 2, 2, memberOptions)
 	g := getGroup(t, ns, "mx")
@@ -91,12 +99,25 @@ func with(labels map[string]string, kv ...string) map[string]string {
 	return out
 }
 
+// endpoint serves the metrics as the manager's metrics server does.
+var endpoint *httptest.Server
+
+// scrape reads the metrics endpoint and parses its text exposition.
+func scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(endpoint.URL + "/metrics")
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	must(t, err)
+	return families
+}
+
 // find returns the series of family name whose labels are exactly labels.
 func find(t *testing.T, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	must(t, err)
-	for _, f := range families {
+	for _, f := range scrape(t) {
 		if f.GetName() != name {
 			continue
 		}
@@ -154,10 +175,8 @@ func expectMetric(t *testing.T, name string, labels map[string]string, want floa
 // seriesOf counts the series, of any family, labelled with the namespace and group of labels.
 func seriesOf(t *testing.T, labels map[string]string) int {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	must(t, err)
 	n := 0
-	for _, f := range families {
+	for _, f := range scrape(t) {
 		for _, m := range f.GetMetric() {
 			match := 0
 			for _, l := range m.GetLabel() {
