@@ -4,6 +4,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/version"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -23,7 +25,9 @@ func main() {
 		namespaces    string
 		maxClockSkew  time.Duration
 		election      manager.LeaderElectionTimings
+		printVersion  bool
 	)
+	flag.BoolVar(&printVersion, "version", false, "Print the version, commit, build date and Go version, and exit.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles.")
@@ -40,6 +44,10 @@ func main() {
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if printVersion {
+		fmt.Println(version.Get().String("consumergroup-operator"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
 
@@ -59,7 +67,8 @@ func main() {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}
-	setupLog.Info("Starting the manager")
+	v := version.Get()
+	setupLog.Info("Starting the manager", "version", v.Version, "commit", v.Commit, "built", v.Date)
 	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "The manager stopped with an error")
 		os.Exit(1)

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/version"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -52,7 +53,12 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")
 	maxPoll := fs.Duration("max-poll-timeout", 5*time.Minute, "longest timeout a long-poll may ask for")
 	drainTimeout := fs.Duration("drain-timeout", 10*time.Minute, "longest a drain waits; also its timeout when the request gives none")
+	printVersion := fs.Bool("version", false, "print the version, commit, build date and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *printVersion {
+		_, err := fmt.Println(version.Get().String("consumergroup-agent"))
 		return err
 	}
 
