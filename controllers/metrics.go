@@ -102,11 +102,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 	}
 	unownedGauge.With(l).Set(float64(status.UnownedQueues))
 	imbalanceGauge.With(l).Set(imbalance(d.members, plan, owned))
-	in := allocate.Input{Members: make([]allocate.Member, len(d.members)), Queues: nil}
-	for i, mem := range d.members {
-		in.Members[i] = mem.Member
-	}
-	crossZoneGauge.With(l).Set(float64(allocate.CrossZone(in, plan)))
+	crossZoneGauge.With(l).Set(float64(crossZone(group, d.members, plan)))
 	if len(d.writes) > 0 {
 		size := 0
 		for _, part := range d.writes {
@@ -209,6 +205,31 @@ func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupS
 		}
 	}
 	return rebalanceHandoff
+}
+
+// crossZone counts the queues plan gives to a member in another zone than their broker's, where the spec
+// gives the broker's zone and the member's node has one.
+func crossZone(group *v1alpha1.ConsumerGroup, members []member, plan allocate.Plan) int {
+	brokerZone := map[string]string{}
+	for _, t := range group.Spec.Topics {
+		for _, b := range t.Brokers {
+			if b.Zone != "" {
+				brokerZone[b.Name] = b.Zone
+			}
+		}
+	}
+	n := 0
+	for _, m := range members {
+		if m.Zone == "" {
+			continue
+		}
+		for _, q := range plan[m.ID] {
+			if z := brokerZone[q.Broker]; z != "" && z != m.Zone {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // imbalance is the busiest member's queues per unit of weight over the mean per unit of weight.
