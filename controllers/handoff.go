@@ -392,7 +392,7 @@ func handoff(in handoffInput) handoffResult {
 		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
 			entry = e.Queues
 		}
-		r.held = unionSorted(claim, entry)
+		r.held = protocol.UnionQueues(claim, entry)
 		fenced := fencedQueues[r.key]
 		r.fencedAll = fenced != nil && fenced.all
 		r.unknown = !r.fencedAll && (r.unknown || !in.trusted || pending[r.key] != nil && pending[r.key].all)
@@ -483,7 +483,7 @@ func handoff(in handoffInput) handoffResult {
 				kept = res.entries[i.pod]
 			}
 			var lost []allocate.Queue
-			for _, q := range differenceSorted(r.held, kept) {
+			for _, q := range protocol.SubtractQueues(r.held, kept) {
 				if (pending[r.key] == nil || !pending[r.key].has(q)) && (fencedQueues[r.key] == nil || !fencedQueues[r.key].has(q)) {
 					lost = append(lost, q)
 				}
@@ -505,58 +505,6 @@ func handoff(in handoffInput) handoffResult {
 		res.requeueAfter = max(next.Sub(in.now), 100*time.Millisecond)
 	}
 	return res
-}
-
-// unionSorted is the sorted union of two lists sorted by protocol.CompareQueues.
-func unionSorted(a, b []allocate.Queue) []allocate.Queue {
-	if len(b) == 0 {
-		return a
-	}
-	if len(a) == 0 {
-		return b
-	}
-	out := make([]allocate.Queue, 0, max(len(a), len(b)))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch c := cmpAt(a, i, b, j); {
-		case c < 0:
-			out = append(out, a[i])
-			i++
-		case c > 0:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i, j = i+1, j+1
-		}
-	}
-	return out
-}
-
-// differenceSorted is the queues of a not in b, both sorted by protocol.CompareQueues.
-func differenceSorted(a, b []allocate.Queue) []allocate.Queue {
-	var out []allocate.Queue
-	j := 0
-	for _, q := range a {
-		for j < len(b) && protocol.CompareQueues(b[j], q) < 0 {
-			j++
-		}
-		if j == len(b) || b[j] != q {
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
-// cmpAt compares a[i] and b[j] where an index past the end sorts last.
-func cmpAt(a []allocate.Queue, i int, b []allocate.Queue, j int) int {
-	switch {
-	case i == len(a):
-		return 1
-	case j == len(b):
-		return -1
-	}
-	return protocol.CompareQueues(a[i], b[j])
 }
 
 // sortState orders the state so that the same state always encodes to the same annotation.

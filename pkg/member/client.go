@@ -164,7 +164,7 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) leaseState() leaseState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return leaseState{acked: c.acked, claim: union(union(c.ackedQueues, c.inForce.Queues), c.pending.Queues), groupUID: c.group}
+	return leaseState{acked: c.acked, claim: protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues), groupUID: c.group}
 }
 
 func (c *Client) leaseWritten(st leaseState) {
@@ -174,7 +174,7 @@ func (c *Client) leaseWritten(st leaseState) {
 		c.written = st.acked
 		c.notifyLocked()
 	}
-	release := c.pending.Generation > 0 && covers(c.claimed, c.pending.Queues)
+	release := c.pending.Generation > 0 && protocol.SubtractQueues(c.pending.Queues, c.claimed) == nil
 	c.mu.Unlock()
 	if release {
 		c.evaluate()
@@ -189,7 +189,7 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 	if c.acked == 0 {
 		c.acked, c.written = acked, acked
 	}
-	c.ackedQueues = union(c.ackedQueues, claim)
+	c.ackedQueues = protocol.UnionQueues(c.ackedQueues, claim)
 }
 
 // evaluate recomputes the assignment in force and delivers it if it changed.
@@ -232,7 +232,7 @@ func (c *Client) evaluate() {
 		c.pending = Assignment{}
 		return
 	}
-	if !covers(c.claimed, a.Queues) {
+	if protocol.SubtractQueues(a.Queues, c.claimed) != nil {
 		// Claim first, deliver once the Lease says so (leaseWritten); the write is a renewal.
 		if !a.equal(c.pending) {
 			c.pending = a
@@ -328,7 +328,7 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 		if !delivered {
 			// An acknowledgement of a generation never delivered (the application skipped to it): claim
 			// what was claimed, which covers it.
-			queues = union(c.ackedQueues, c.inForce.Queues)
+			queues = protocol.UnionQueues(c.ackedQueues, c.inForce.Queues)
 		}
 		c.acked, c.ackedQueues = generation, queues
 		for g := range c.delivered {
@@ -462,43 +462,9 @@ func (c *Client) Status() Status {
 		PublishedGeneration: view.Generation,
 		AckedGeneration:     c.written,
 		InForce:             c.inForce,
-		Claimed:             len(union(c.ackedQueues, c.inForce.Queues)),
+		Claimed:             len(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues)),
 		Reason:              c.reason,
 		LeaseRenewedAt:      renewedAt,
 		LeaseError:          leaseErr,
 	}
-}
-
-// covers tells whether the sorted list claim holds every queue of the sorted list queues.
-func covers(claim, queues []Queue) bool {
-	i := 0
-	for _, q := range queues {
-		for i < len(claim) && protocol.CompareQueues(claim[i], q) < 0 {
-			i++
-		}
-		if i == len(claim) || protocol.CompareQueues(claim[i], q) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// union is the sorted union of two sorted lists of queues.
-func union(a, b []Queue) []Queue {
-	out := make([]Queue, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || i < len(a) && protocol.CompareQueues(a[i], b[j]) < 0:
-			out = append(out, a[i])
-			i++
-		case i == len(a) || protocol.CompareQueues(a[i], b[j]) > 0:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i, j = i+1, j+1
-		}
-	}
-	return out
 }
