@@ -5,7 +5,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -33,9 +32,9 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 	const members, queues = 10, 64
 	ns := fmt.Sprintf("bench-join-%d", time.Now().UnixNano())
 	must(b, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	counter := &writeCounter{}
+	counter := &testenv.WriteCounter{}
 	cfg := rest.CopyConfig(restConfig)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	counter.Wrap(cfg)
 	stop := startManagerAs(b, ns, cfg)
 	defer stop()
 	cs := newClientset(b)
@@ -111,7 +110,7 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		p := testenv.Pod(ns, name, "j").OnNode("n").NotReady().Create(b, k8s)
 		m := startSimMember(b, "j", p, own)
 		time.Sleep(200 * time.Millisecond)
-		acksBefore, writesBefore := acks.Load(), counter.writes.Load()
+		acksBefore, writesBefore := acks.Load(), counter.Writes()
 		b.StartTimer()
 
 		start := time.Now()
@@ -127,7 +126,7 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		// Let the last acknowledgements of the join land before counting.
 		time.Sleep(200 * time.Millisecond)
 		joinAcks += acks.Load() - acksBefore
-		joinWrites += counter.writes.Load() - writesBefore
+		joinWrites += counter.Writes() - writesBefore
 		// Leave again, drained, so that every iteration joins a group of the same size.
 		must(b, k8s.Delete(context.Background(), p))
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)

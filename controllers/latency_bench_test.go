@@ -5,9 +5,7 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,20 +21,6 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// writeCounter counts the requests that change something on the API server.
-type writeCounter struct {
-	next   http.RoundTripper
-	writes atomic.Int64
-}
-
-func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		w.writes.Add(1)
-	}
-	return w.next.RoundTrip(req)
-}
-
 // BenchmarkReadyToAssigned measures, on a real API server with 100 member pods, the time from a pod
 // becoming Ready to its queues appearing in the assignment ConfigMap, and the operator's API writes per
 // rebalance. Each iteration takes one pod out of the group (NotReady), waits for the plan without it, then
@@ -50,10 +34,10 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	counter := &writeCounter{}
+	counter := &testenv.WriteCounter{}
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	counter.Wrap(cfg)
 	stop := startManagerAs(b, ns, cfg)
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,7 +86,7 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		waitFor(p.Name, false)
 		// The status write and event of the rebalance that removed the pod must not count against the next.
 		time.Sleep(100 * time.Millisecond)
-		before := counter.writes.Load()
+		before := counter.Writes()
 		b.StartTimer()
 
 		start := time.Now()
@@ -113,7 +97,7 @@ func BenchmarkReadyToAssigned(b *testing.B) {
 		b.StopTimer()
 		// Let the status write of this rebalance land before counting.
 		time.Sleep(100 * time.Millisecond)
-		writes += counter.writes.Load() - before
+		writes += counter.Writes() - before
 		rebalances++
 		b.StartTimer()
 	}

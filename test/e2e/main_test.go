@@ -11,10 +11,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/cluster"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 var (
@@ -34,7 +33,7 @@ var (
 	adminCS   kubernetes.Interface
 	adminRest *rest.Config
 	// operatorWrites counts the operator's requests that change something.
-	operatorWrites atomic.Int64
+	operatorWrites testenv.WriteCounter
 	// operatorLog receives the operator's log, which TestNamespaceDeletion reads for error loops.
 	operatorLog string
 )
@@ -90,7 +89,7 @@ func run(m *testing.M) int {
 
 	// The operator, as main.go builds it, with its writes counted.
 	opCfg := rest.CopyConfig(adminRest)
-	opCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{next: rt} })
+	operatorWrites.Wrap(opCfg)
 	mgr, err := ctrl.NewManager(opCfg, manager.Options("0", "0", false, "", ""))
 	if err == nil {
 		err = manager.Setup(ctx, mgr, 0)
@@ -108,15 +107,4 @@ func run(m *testing.M) int {
 		code = 1
 	}
 	return code
-}
-
-// writeCounter counts the requests that change something on the API server.
-type writeCounter struct{ next http.RoundTripper }
-
-func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		operatorWrites.Add(1)
-	}
-	return w.next.RoundTrip(req)
 }

@@ -59,7 +59,7 @@ func TestDeploymentRolloutRestart(t *testing.T) {
 		before[string(p.UID)] = true
 	}
 
-	gen0, writes0, start := generation(t, ns, app), operatorWrites.Load(), time.Now()
+	gen0, writes0, start := generation(t, ns, app), operatorWrites.Writes(), time.Now()
 	restartTemplate(t, dep)
 	testenv.Poll(t, 3*time.Minute, 100*time.Millisecond, nil, func() error {
 		testenv.Must(t, admin.Get(context.Background(), client.ObjectKeyFromObject(dep), dep))
@@ -82,7 +82,7 @@ func TestDeploymentRolloutRestart(t *testing.T) {
 	rollout := time.Since(start)
 	f.checkNoDoubleReaders(t)
 
-	gens, writes := generation(t, ns, app)-gen0, operatorWrites.Load()-writes0
+	gens, writes := generation(t, ns, app)-gen0, operatorWrites.Writes()-writes0
 	drainErrs := 0
 	for _, d := range f.drained() {
 		if d.err != nil {
