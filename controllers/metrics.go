@@ -60,15 +60,20 @@ var (
 		Name: "consumergroup_status_condition", Help: "1 for each condition's current status, 0 for the others.",
 	}, append(groupLabels, "type", "status"))
 
-	groupCollectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
+	// groupCollectors are every metric above: registered once, and a deleted group's series removed from each.
+	groupCollectors = []interface {
+		prometheus.Collector
+		DeletePartialMatch(prometheus.Labels) int
+	}{
 		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, handoffSeconds,
 		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge,
 	}
 )
 
 func init() {
-	metrics.Registry.MustRegister(membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal,
-		handoffSeconds, fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge)
+	for _, c := range groupCollectors {
+		metrics.Registry.MustRegister(c)
+	}
 }
 
 // Rebalance reasons.
