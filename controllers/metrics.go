@@ -16,49 +16,24 @@ import (
 // The operator's metrics, served on controller-runtime's metrics endpoint, labelled by the group's
 // namespace and name; none is labelled by pod or queue. docs/metrics.md describes each.
 var (
-	groupLabels = []string{"namespace", "group"}
-
-	membersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_members", Help: "Members in the published assignment.",
-	}, groupLabels)
-	queuesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_queues", Help: "Queues the group's spec lists.",
-	}, groupLabels)
-	unownedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_unowned_queues",
-		Help: "Queues no member is given in the published assignment: published to nobody, or revoked and not yet granted.",
-	}, groupLabels)
-	generationGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_assignment_generation", Help: "Generation of the published assignment.",
-	}, groupLabels)
-	rebalancesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "consumergroup_rebalances_total",
-		Help: "Assignment generations published, by reason: spec (the spec changed), membership (members came or went), handoff (a revoked queue was granted, or another step of a handoff), recovery (what the operator wrote was deleted or edited).",
-	}, append(groupLabels, "reason"))
-	movedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "consumergroup_queues_moved_total", Help: "Queues that changed reader.",
-	}, groupLabels)
+	membersGauge    = groupGauge("consumergroup_members", "Members in the published assignment.")
+	queuesGauge     = groupGauge("consumergroup_queues", "Queues the group's spec lists.")
+	unownedGauge    = groupGauge("consumergroup_unowned_queues", "Queues no member is given in the published assignment: published to nobody, or revoked and not yet granted.")
+	generationGauge = groupGauge("consumergroup_assignment_generation", "Generation of the published assignment.")
+	rebalancesTotal = groupCounter("consumergroup_rebalances_total",
+		"Assignment generations published, by reason: spec (the spec changed), membership (members came or went), handoff (a revoked queue was granted, or another step of a handoff), recovery (what the operator wrote was deleted or edited).",
+		"reason")
+	movedTotal     = groupCounter("consumergroup_queues_moved_total", "Queues that changed reader.")
 	handoffSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "consumergroup_handoff_duration_seconds",
 		Help:    "Time from the publication of a queue's revocation to the publication of its grant to another member.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-	}, groupLabels)
-	fencedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "consumergroup_members_fenced_total", Help: "Revocations whose member missed its revoke timeout while renewing its Lease.",
-	}, groupLabels)
-	imbalanceGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_imbalance_ratio",
-		Help: "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.",
-	}, groupLabels)
-	crossZoneGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_cross_zone_queues", Help: "Queues given to a member in another zone than their broker's (both known).",
-	}, groupLabels)
-	bytesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_assignment_bytes", Help: "Size of the entries of the assignment ConfigMaps, as last written by this replica.",
-	}, groupLabels)
-	conditionGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "consumergroup_status_condition", Help: "1 for each condition's current status, 0 for the others.",
-	}, append(groupLabels, "type", "status"))
+	}, groupLabels())
+	fencedTotal    = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
+	imbalanceGauge = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
+	crossZoneGauge = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
+	bytesGauge     = groupGauge("consumergroup_assignment_bytes", "Size of the entries of the assignment ConfigMaps, as last written by this replica.")
+	conditionGauge = groupGauge("consumergroup_status_condition", "1 for each condition's current status, 0 for the others.", "type", "status")
 
 	// groupCollectors are every metric above: registered once, and a deleted group's series removed from each.
 	groupCollectors = []interface {
@@ -69,6 +44,17 @@ var (
 		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge,
 	}
 )
+
+// groupLabels are the labels of every group metric, then extra.
+func groupLabels(extra ...string) []string { return append([]string{"namespace", "group"}, extra...) }
+
+func groupGauge(name, help string, extra ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, groupLabels(extra...))
+}
+
+func groupCounter(name, help string, extra ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, groupLabels(extra...))
+}
 
 func init() {
 	for _, c := range groupCollectors {
