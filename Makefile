@@ -12,11 +12,21 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 PROMTOOL := $(BIN)/promtool
 
+# The Helm chart; make manifests keeps its CRD, RBAC rules and alert rules equal to config/'s.
+CHART := charts/consumergroup-operator
+# The module that builds and tests a release: images, install.yaml, the chart's package.
+RELEASE_MODULE := hack/release
+# Where make images and make release write.
+DIST ?= $(CURDIR)/dist
+
 # VERSION stamps a release build: `make build VERSION=1.2.3`. Without it, --version reports the module version
 # and the commit and time Go's VCS stamp records.
 VERSION ?=
 VERSION_PKG := github.com/consumergroup-operator/consumergroup-operator/internal/version
-VERSION_LDFLAGS := $(if $(VERSION),-X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(shell git rev-parse HEAD) -X $(VERSION_PKG).Date=$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
+# The build date is the commit's, so that the same commit builds the same binaries and images.
+REVISION := $(shell git rev-parse HEAD)
+SOURCE_DATE := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
+VERSION_LDFLAGS := $(if $(VERSION),-X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(REVISION) -X $(VERSION_PKG).Date=$(SOURCE_DATE))
 
 # GO_TEST_FLAGS are go test's extra flags. The race detector is worth its cost for a controller and its
 # pod-side client; make test GO_TEST_FLAGS= runs without it.
@@ -35,8 +45,11 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and the ClusterRole from the API types and the RBAC markers.
+manifests: controller-gen ## Generate the CRD and the ClusterRole from the API types and the RBAC markers, and copy them, with the alert rules, into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths=./... output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/*.yaml $(CHART)/crds/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml $(CHART)/files/
+	cp config/prometheus/rules.yaml $(CHART)/files/alert-rules.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate the API types' DeepCopy methods.
@@ -45,19 +58,26 @@ generate: controller-gen ## Generate the API types' DeepCopy methods.
 .PHONY: fmt
 fmt: ## Format the Go code.
 	go fmt ./...
+	cd $(RELEASE_MODULE) && go fmt ./...
 
 .PHONY: vet
 vet: ## Run go vet on every file, whatever its build tags.
 	go vet -tags $(ALL_TAGS) ./...
+	cd $(RELEASE_MODULE) && go vet -tags envtest ./...
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+	cd $(RELEASE_MODULE) && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
 
 .PHONY: test
 test: envtest-bins ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
-	$(MAKE) test-rules test-e2e
+	$(MAKE) test-rules test-release test-e2e
+
+.PHONY: test-release
+test-release: envtest-bins ## Test the release (hack/release): the images, the Helm chart (rendered, linted, applied with dry-run), install.yaml and make release itself.
+	cd $(RELEASE_MODULE) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 -v
 
 .PHONY: test-rules
 test-rules: promtool ## Check the alert rules (config/prometheus) and run their unit tests with promtool.
@@ -89,7 +109,7 @@ test-scale: envtest-bins ## Run the scale tests in test/scale: a 65,536-queue gr
 verify: manifests generate fmt ## Fail when generated or formatted files differ from the commit; then vet and lint.
 	@if ! git diff --exit-code --stat; then \
 	  echo 'Generated or formatted files differ from the commit: run make manifests generate fmt and commit the result.' >&2; exit 1; fi
-	@untracked=$$(git ls-files --others --exclude-standard -- api config); \
+	@untracked=$$(git ls-files --others --exclude-standard -- api config charts); \
 	if [[ -n "$$untracked" ]]; then \
 	  echo "Generated files are not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
 	$(MAKE) vet lint
@@ -105,16 +125,24 @@ plots: ## Regenerate the simulator's plots (docs/simulate-*.svg) and result tabl
 
 ##@ Build and run
 
-IMG ?= consumergroup-operator:latest
-AGENT_IMG ?= consumergroup-agent:latest
+# The images' repositories are $(REPOSITORY_PREFIX)/consumergroup-operator and .../consumergroup-agent, for
+# the GOARCH IMAGE_ARCH; their tag is VERSION, or dev.
+REPOSITORY_PREFIX ?= ghcr.io/consumergroup-operator
+IMAGE_ARCH ?= amd64
+IMAGE_BIN := $(BIN)/linux-$(IMAGE_ARCH)
 
-.PHONY: docker-build
-docker-build: ## Build the operator's image $(IMG) (needs a Docker engine).
-	docker build --target manager -t $(IMG) .
+.PHONY: images
+images: ## Build the operator's and the agent's images as tarballs in dist/, without a Docker engine: docker load -i dist/consumergroup-operator.tar.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGE_BIN)/manager .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(IMAGE_BIN)/ ./cmd/consumergroup-agent
+	cd $(RELEASE_MODULE) && go run . images -bin $(IMAGE_BIN) -arch $(IMAGE_ARCH) -version $(or $(VERSION),dev) \
+	  -revision $(REVISION) -created $(SOURCE_DATE) -repository-prefix $(REPOSITORY_PREFIX) -out $(DIST)
 
-.PHONY: docker-build-agent
-docker-build-agent: ## Build the member agent's image $(AGENT_IMG) (needs a Docker engine).
-	docker build --target agent -t $(AGENT_IMG) .
+.PHONY: release
+release: ## Write a release into dist/: the images, install.yaml and the Helm chart's package (make release VERSION=x.y.z).
+	@if [[ -z "$(VERSION)" ]]; then echo 'make release needs a VERSION, e.g. make release VERSION=0.1.0' >&2; exit 1; fi
+	$(MAKE) images
+	cd $(RELEASE_MODULE) && go run . manifests -version $(VERSION) -repository-prefix $(REPOSITORY_PREFIX) -out $(DIST)
 
 .PHONY: build
 build: ## Build the operator into bin/manager and every command under cmd/ into bin/; VERSION=x.y.z stamps a release (--version).

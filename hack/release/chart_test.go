@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+var chartDir = filepath.Join(root, "charts", "consumergroup-operator")
+
+// nonDefaultValues exercises every switch the chart has away from its defaults.
+var nonDefaultValues = map[string]any{
+	"image":           map[string]any{"repository": "registry.example/cg/operator", "tag": "1.2.3", "pullPolicy": "Always"},
+	"replicas":        1,
+	"leaderElection":  map[string]any{"enabled": false},
+	"watchNamespaces": []any{"orders", "payments"},
+	"resources":       map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "256Mi"}, "limits": map[string]any{"memory": "1Gi"}},
+	"nodeSelector":    map[string]any{"kubernetes.io/os": "linux"},
+	"metrics": map[string]any{
+		"port":           9090,
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+		"prometheusRule": map[string]any{"enabled": true},
+	},
+}
+
+// renderChart renders the chart as `helm template --include-crds` does, into release namespace ns, and
+// returns its objects.
+func renderChart(t *testing.T, values map[string]any, ns string) []*unstructured.Unstructured {
+	t.Helper()
+	manifest, err := renderChartManifest(values, ns)
+	must(t, err)
+	return decodeAll(t, []byte(manifest))
+}
+
+func renderChartManifest(values map[string]any, ns string) (string, error) {
+	ch, err := loader.LoadDir(chartDir)
+	if err != nil {
+		return "", err
+	}
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
+	install.ReleaseName, install.Namespace = "cgo", ns
+	rel, err := install.Run(ch, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// decodeAll splits a multi-document YAML stream into objects.
+func decodeAll(t *testing.T, stream []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if err.Error() == "EOF" {
+				return objs
+			}
+			t.Fatal(err)
+		}
+		if m != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// find returns the objects of kind, by name.
+func find(objs []*unstructured.Unstructured, kind string) map[string]*unstructured.Unstructured {
+	found := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			found[o.GetName()] = o
+		}
+	}
+	return found
+}
+
+// as converts o into the typed object out, refusing fields the type does not have.
+func as(t *testing.T, o *unstructured.Unstructured, out any) {
+	t.Helper()
+	data, err := yaml.Marshal(o.Object)
+	must(t, err)
+	if err := yaml.UnmarshalStrict(data, out); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+func readYAML(t *testing.T, path string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	must(t, yaml.Unmarshal(data, out))
+}
+
+// TestChartLint is helm lint, with the default values and the non-default ones: no warning, no error.
+func TestChartLint(t *testing.T) {
+	for name, values := range map[string]map[string]any{"default": nil, "non-default": nonDefaultValues} {
+		linter := lint.All(chartDir, values, "consumergroup-system", false)
+		for _, m := range linter.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("%s values: %s", name, m)
+			}
+		}
+	}
+}
+
+// TestChartDefaults renders the default values and checks what a user of the defaults gets.
+func TestChartDefaults(t *testing.T) {
+	objs := renderChart(t, nil, "consumergroup-system")
+	ch, err := loader.LoadDir(chartDir)
+	must(t, err)
+
+	var dep appsv1.Deployment
+	deps := find(objs, "Deployment")
+	if len(deps) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(deps))
+	}
+	for _, d := range deps {
+		as(t, d, &dep)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if want := operatorRepository + ":" + ch.Metadata.AppVersion; c.Image != want {
+		t.Errorf("image %q, want %q", c.Image, want)
+	}
+	if *dep.Spec.Replicas != 2 || !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("replicas %d with args %q, want 2 replicas electing a leader", *dep.Spec.Replicas, c.Args)
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespaces") }) {
+		t.Errorf("args %q limit the namespaces by default", c.Args)
+	}
+	psc := dep.Spec.Template.Spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != nonroot {
+		t.Errorf("pod security context %+v, want non-root user %d (the images' user)", psc, nonroot)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("container security context %+v, want a read-only root and no privilege escalation", sc)
+	}
+
+	// The operator's access is exactly the rules generated from the code's markers, bound cluster-wide.
+	var generated rbacv1.ClusterRole
+	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &generated)
+	roles := find(objs, "ClusterRole")
+	var role rbacv1.ClusterRole
+	as(t, roles["cgo-consumergroup-operator-manager"], &role)
+	if !reflect.DeepEqual(role.Rules, generated.Rules) {
+		t.Errorf("the chart's ClusterRole rules\n%v\ndiffer from config/rbac/role.yaml's\n%v", role.Rules, generated.Rules)
+	}
+	if len(roles) != 1 || len(find(objs, "ClusterRoleBinding")) != 1 || len(find(objs, "Role")) != 1 {
+		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles: want the manager's role bound cluster-wide and the leader election's",
+			len(roles), len(find(objs, "ClusterRoleBinding")), len(find(objs, "Role")))
+	}
+	if len(find(objs, "Service")) != 1 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PrometheusRule")) != 0 {
+		t.Errorf("want the metrics Service and no monitoring.coreos.com objects by default")
+	}
+	if len(find(objs, "CustomResourceDefinition")) != 1 {
+		t.Errorf("want the ConsumerGroup CRD")
+	}
+}
+
+// TestChartNonDefaults renders values away from every default and checks each lands.
+func TestChartNonDefaults(t *testing.T) {
+	objs := renderChart(t, nonDefaultValues, "ops")
+	var dep appsv1.Deployment
+	for _, d := range find(objs, "Deployment") {
+		as(t, d, &dep)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != "registry.example/cg/operator:1.2.3" || c.ImagePullPolicy != "Always" {
+		t.Errorf("image %q pulled %s", c.Image, c.ImagePullPolicy)
+	}
+	if *dep.Spec.Replicas != 1 || slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("replicas %d, args %q: want one replica without leader election", *dep.Spec.Replicas, c.Args)
+	}
+	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
+	}
+	if got := c.Resources.Limits.Memory().String(); got != "1Gi" {
+		t.Errorf("memory limit %s, want 1Gi", got)
+	}
+	if dep.Spec.Template.Spec.NodeSelector["kubernetes.io/os"] != "linux" {
+		t.Errorf("node selector %v", dep.Spec.Template.Spec.NodeSelector)
+	}
+
+	// Namespaced RBAC: the manager's rules bound in each watched namespace, nodes cluster-wide, and no
+	// leader election Role.
+	bindings := map[string]string{}
+	for _, o := range objs {
+		if o.GetKind() == "RoleBinding" {
+			var rb rbacv1.RoleBinding
+			as(t, o, &rb)
+			bindings[rb.Namespace] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name
+		}
+	}
+	want := map[string]string{"orders": "ClusterRole/cgo-consumergroup-operator-manager", "payments": "ClusterRole/cgo-consumergroup-operator-manager"}
+	if !reflect.DeepEqual(bindings, want) {
+		t.Errorf("RoleBindings %v, want %v", bindings, want)
+	}
+	crbs := find(objs, "ClusterRoleBinding")
+	if len(crbs) != 1 || crbs["cgo-consumergroup-operator-nodes"] == nil {
+		t.Errorf("ClusterRoleBindings %v, want only the nodes one", keys(crbs))
+	}
+	var nodes rbacv1.ClusterRole
+	as(t, find(objs, "ClusterRole")["cgo-consumergroup-operator-nodes"], &nodes)
+	if len(nodes.Rules) != 1 || !reflect.DeepEqual(nodes.Rules[0].Resources, []string{"nodes"}) ||
+		slices.ContainsFunc(nodes.Rules[0].Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+		t.Errorf("the nodes ClusterRole grants %v, want read access to nodes only", nodes.Rules)
+	}
+	if len(find(objs, "Role")) != 0 {
+		t.Errorf("a leader election Role without leader election")
+	}
+
+	// The Prometheus Operator's objects decode strictly into its own types.
+	var sm monitoringv1.ServiceMonitor
+	for _, o := range find(objs, "ServiceMonitor") {
+		as(t, o, &sm)
+	}
+	if sm.Labels["release"] != "prometheus" || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" {
+		t.Errorf("ServiceMonitor %+v", sm)
+	}
+	var rule monitoringv1.PrometheusRule
+	for _, o := range find(objs, "PrometheusRule") {
+		as(t, o, &rule)
+	}
+	var rules monitoringv1.PrometheusRuleSpec
+	readYAML(t, filepath.Join(root, "config", "prometheus", "rules.yaml"), &rules)
+	if len(rules.Groups) == 0 || !reflect.DeepEqual(rule.Spec, rules) {
+		t.Errorf("the chart's PrometheusRule\n%+v\ndiffers from config/prometheus/rules.yaml\n%+v", rule.Spec, rules)
+	}
+}
+
+// TestChartRefusesUnsafeValues: two replicas without leader election would both publish.
+func TestChartRefusesUnsafeValues(t *testing.T) {
+	_, err := renderChartManifest(map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}}, "ops")
+	if err == nil || !strings.Contains(err.Error(), "leaderElection.enabled") {
+		t.Errorf("rendering 2 replicas without leader election gave %v, want an error naming leaderElection.enabled", err)
+	}
+}
+
+// TestChartCopiesConfig: the chart's CRD, RBAC rules and alert rules are config/'s, as make manifests
+// copies them.
+func TestChartCopiesConfig(t *testing.T) {
+	for chartFile, configFile := range map[string]string{
+		"crds/messaging.consumergroup.io_consumergroups.yaml": "crd/bases/messaging.consumergroup.io_consumergroups.yaml",
+		"files/role.yaml":                 "rbac/role.yaml",
+		"files/leader_election_role.yaml": "rbac/leader_election_role.yaml",
+		"files/alert-rules.yaml":          "prometheus/rules.yaml",
+	} {
+		got, err := os.ReadFile(filepath.Join(chartDir, chartFile))
+		must(t, err)
+		want, err := os.ReadFile(filepath.Join(root, "config", configFile))
+		must(t, err)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from config/%s: run make manifests", chartFile, configFile)
+		}
+	}
+}
+
+// TestPackageChart packages the chart for a release and reads it back.
+func TestPackageChart(t *testing.T) {
+	path, err := packageChart(chartDir, "0.4.2", "registry.example/cg/consumergroup-operator", t.TempDir())
+	must(t, err)
+	ch, err := loader.Load(path)
+	must(t, err)
+	if ch.Metadata.Version != "0.4.2" || ch.Metadata.AppVersion != "0.4.2" {
+		t.Errorf("packaged version %s, appVersion %s, want 0.4.2", ch.Metadata.Version, ch.Metadata.AppVersion)
+	}
+	values, err := chartutil.CoalesceValues(ch, nil)
+	must(t, err)
+	if repo, _ := values.PathValue("image.repository"); repo != "registry.example/cg/consumergroup-operator" {
+		t.Errorf("packaged image.repository %v", repo)
+	}
+	if len(ch.CRDObjects()) != 1 {
+		t.Errorf("the package holds %d CRDs, want 1", len(ch.CRDObjects()))
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
