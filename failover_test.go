@@ -45,10 +45,7 @@ func TestMain(m *testing.M) {
 // duration and a retry period.
 func TestFailover(t *testing.T) {
 	dir := t.TempDir()
-	binary := filepath.Join(dir, "consumergroup-operator")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	binary := testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{})
 	kc, err := clientcmd.Load(kubeconfig)
 	testenv.Must(t, err)
 	kcPath := filepath.Join(dir, "kubeconfig")

@@ -39,14 +39,9 @@ import (
 // event) and no member's queues change.
 func TestUpgradeMovesNothing(t *testing.T) {
 	dir := t.TempDir()
-	const pkg = "github.com/consumergroup-operator/consumergroup-operator/internal/version"
 	binaries := map[string]string{}
 	for _, v := range []string{"0.1.0", "0.2.0"} {
-		binaries[v] = filepath.Join(dir, "consumergroup-operator-"+v)
-		ldflags := "-X " + pkg + ".Version=" + v + " -X " + pkg + ".Commit=test" + v
-		if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", binaries[v], ".").CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", v, err, out)
-		}
+		binaries[v] = testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{Version: v, Commit: "test" + v})
 	}
 	kc, err := clientcmd.Load(kubeconfig)
 	testenv.Must(t, err)

@@ -29,15 +29,7 @@ import (
 // kustomize's config/default. Server-side apply refuses a field the schema lacks, a wrong type or a
 // missing required field, so each object is checked against the API server's own schema.
 func TestApplyDryRun(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run make test, which builds the control plane")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	must(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{})
-	must(t, err)
+	c, _ := startAPIServer(t)
 	ctx := context.Background()
 	for _, ns := range []string{"consumergroup-system", "ops", "orders", "payments"} {
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
@@ -97,18 +89,8 @@ func TestApplyDryRun(t *testing.T) {
 // here, so the check is that everything was accepted and stored: the CRD is established, the Deployment
 // runs the versioned image.
 func TestInstallForReal(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run make test, which builds the control plane")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	must(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{})
-	must(t, err)
+	c, kubeconfig := startAPIServer(t)
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	must(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
 
 	// make release's two outputs, as TestMakeRelease checks they are written.
 	install, err := renderInstall(root, "registry.example/cg/consumergroup-operator", "0.1.0")
@@ -159,4 +141,22 @@ func waitImage(t *testing.T, c client.Client, key client.ObjectKey, image string
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startAPIServer starts etcd and kube-apiserver for one test, and returns an admin client and a kubeconfig
+// file for it.
+func startAPIServer(t *testing.T) (client.Client, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run make test, which builds the control plane")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	must(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{})
+	must(t, err)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
+	return c, kubeconfig
 }

@@ -2,28 +2,17 @@ package version_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // TestVersionFlag builds both binaries, one stamped as a release with -ldflags -X and one as a developer
 // build from this checkout, and reads what --version prints.
 func TestVersionFlag(t *testing.T) {
-	dir := t.TempDir()
-	const pkg = "github.com/consumergroup-operator/consumergroup-operator/internal/version"
-	build := func(out, src string, ldflags string) string {
-		t.Helper()
-		bin := filepath.Join(dir, out)
-		cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, src)
-		cmd.Dir = filepath.Join("..", "..")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", src, err, b)
-		}
-		return bin
-	}
 	version := func(bin string) string {
 		t.Helper()
 		out, err := exec.Command(bin, "--version").Output()
@@ -33,13 +22,13 @@ func TestVersionFlag(t *testing.T) {
 		return string(out)
 	}
 
-	release := build("consumergroup-operator", ".", "-X "+pkg+".Version=1.2.3 -X "+pkg+".Commit=0123abc -X "+pkg+".Date=2026-12-01T00:00:00Z")
+	release := testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{Version: "1.2.3", Commit: "0123abc", Date: "2026-12-01T00:00:00Z"})
 	want := "consumergroup-operator 1.2.3\ncommit: 0123abc\nbuilt: 2026-12-01T00:00:00Z\ngo: " + runtime.Version() + "\n"
 	if got := version(release); got != want {
 		t.Errorf("release --version:\n%s\nwant:\n%s", got, want)
 	}
 
-	dev := version(build("consumergroup-agent", "./cmd/consumergroup-agent", ""))
+	dev := version(testenv.Build(t, "consumergroup-agent", "./cmd/consumergroup-agent", testenv.VersionStamp{}))
 	lines := strings.Split(strings.TrimSpace(dev), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "consumergroup-agent ") || !strings.HasSuffix(lines[3], runtime.Version()) {
 		t.Fatalf("developer build --version:\n%s", dev)

@@ -104,7 +104,8 @@ func BenchmarkManyGroups(b *testing.B) {
 func runManyGroups(tb testing.TB) manyFigures {
 	var f manyFigures
 	c := startCluster(tb)
-	bin := buildOperator(tb)
+	// The process measured is the code under test, not a stale bin/manager.
+	bin := testenv.Build(tb, "manager", ".", testenv.VersionStamp{})
 	kubeconfig := adminKubeconfig(tb, c)
 	logPath := operatorLog(tb)
 	tb.Cleanup(func() {

@@ -22,20 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// buildOperator builds the operator's command (main.go) into a temporary directory, so that the process
-// measured is the code under test and not a stale bin/manager.
-func buildOperator(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "manager")
-	root, err := filepath.Abs(moduleRoot)
-	must(tb, err)
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build -o %s .: %v\n%s", bin, err, out)
-	}
-	return bin
-}
 
 // adminKubeconfig writes a kubeconfig for a system:masters user of c's API server, for the operator
 // process.
