@@ -18,7 +18,7 @@ import (
 // again who reads what). Reconciling and Stalled follow the kstatus conventions that GitOps tools read
 // (sigs.k8s.io/cli-utils/pkg/kstatus): Reconciling while the group is on its way to what the spec and the
 // members ask (a handoff or a recovery in flight), Stalled while it cannot get there until someone changes
-// the spec or the pods.
+// the spec or the pods. Paused is True while spec.paused freezes the published assignment.
 const (
 	ConditionReady       = "Ready"
 	ConditionDegraded    = "Degraded"
@@ -27,6 +27,7 @@ const (
 	ConditionTampered    = "Tampered"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	ConditionPaused      = "Paused"
 )
 
 // Reasons of healthy and in-flight states.
@@ -41,6 +42,8 @@ const (
 	ReasonIntact            = "Intact"
 	ReasonRecovering        = "Recovering"
 	ReasonSettled           = "Settled"
+	ReasonPaused            = "Paused"
+	ReasonActive            = "Active"
 )
 
 // Reasons for problems with the group's input: each keeps the published assignment in place.
@@ -116,8 +119,8 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 		status.Members = status.Members[:maxStatusMembers]
 	}
 	status.QueueCount = int32(d.queueCount)
-	if d.problem != nil {
-		// The spec could not be planned: count the queues the published assignment holds.
+	if d.problem != nil || d.paused {
+		// The spec was not planned: count the queues the published assignment holds.
 		status.QueueCount = int32(queues)
 	}
 	status.UnownedQueues = max(status.QueueCount-int32(queues), 0)
@@ -128,6 +131,11 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 	}
 	healthy := "The assignment follows the spec and the members"
 	switch {
+	case d.paused:
+		msg := fmt.Sprintf("spec.paused is true: assignment generation %d stays published; a new member gets no queue and a departed member's queues wait until spec.paused is false", d.generation)
+		set(ConditionReady, metav1.ConditionFalse, ReasonPaused, msg)
+		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "Nothing is wrong: the group is paused")
+		set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, msg)
 	case d.problem != nil:
 		msg := d.problem.Message
 		if d.generation > 0 {
@@ -142,6 +150,10 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 		set(ConditionReady, metav1.ConditionTrue, ReasonAssigned,
 			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", d.generation, d.queueCount, len(d.members)))
 		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthy)
+	}
+
+	if !d.paused {
+		set(ConditionPaused, metav1.ConditionFalse, ReasonActive, "The operator publishes what the spec and the members ask")
 	}
 
 	h := d.handoff
@@ -192,6 +204,9 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 		set(ConditionStalled, metav1.ConditionFalse, ReasonHealthy, healthy)
 	}
 	switch progressing, tampered := meta.FindStatusCondition(status.Conditions, ConditionProgressing), meta.FindStatusCondition(status.Conditions, ConditionTampered); {
+	case d.paused:
+		// Nothing moves until someone resumes the group: a handoff in flight does not finish by itself.
+		set(ConditionReconciling, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: nothing new is published")
 	case progressing.Status == metav1.ConditionTrue:
 		set(ConditionReconciling, metav1.ConditionTrue, ReasonHandoffInProgress, progressing.Message)
 	case tampered.Status == metav1.ConditionTrue:

@@ -60,6 +60,8 @@ type decision struct {
 	unreadableClaims *problem
 	restored         []string
 	handoff          handoffResult
+	// paused is set while spec.paused keeps the published assignment in place.
+	paused bool
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
 }
@@ -71,10 +73,16 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
 	p.readLeases()
 	p.judgeTrust()
-	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate, p.handOff, p.layOut} {
-		if prob := step(); prob != nil {
-			p.keepPublished(prob)
-			break
+	if group.Spec.Paused {
+		// Frozen: nothing new is published, whatever changed. Leases are still read and cleaned up.
+		p.keepPublished(nil)
+		p.d.paused = true
+	} else {
+		for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate, p.handOff, p.layOut} {
+			if prob := step(); prob != nil {
+				p.keepPublished(prob)
+				break
+			}
 		}
 	}
 	p.cleanUpLeases()
@@ -450,8 +458,8 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 	return owner != nil && owner.UID == group.UID
 }
 
-// keepPublished is the decision when a step found a problem: what is published stays as it is, handoff
-// bookkeeping included, until the input is fixed.
+// keepPublished is the decision when a step found a problem, or the group is paused (prob is nil): what
+// is published stays as it is, handoff bookkeeping included, until the input is fixed.
 func (p *decider) keepPublished(prob *problem) {
 	d := p.d
 	d.problem = prob

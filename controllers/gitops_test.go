@@ -39,6 +39,11 @@ func TestGitOpsHealth(t *testing.T) {
 	pod.Annotations = map[string]string{v1alpha1.WeightAnnotation: "heavy"}
 	must(t, k8s.Update(context.Background(), pod))
 	expectHealth(t, ns, "h", "an invalid weight", status.FailedStatus, "Degraded")
+
+	// Paused for an incident: nothing is published, by choice, not a fault. Argo CD has a state for that;
+	// kstatus has none, and reads Ready=False as on its way.
+	setPaused(t, ns, "h", true)
+	expectHealth(t, ns, "h", "a pause", status.InProgressStatus, "Suspended")
 }
 
 // expectHealth waits until kstatus and the Argo CD script say wantKstatus and wantArgo of the group as

@@ -82,6 +82,12 @@ type ConsumerGroupSpec struct {
 	// +optional
 	// +kubebuilder:default={podName: {}}
 	MemberIdentity MemberIdentity `json:"memberIdentity,omitzero"`
+
+	// paused freezes the published assignment, for an incident: while it is true the operator publishes
+	// nothing new. Members keep the queues they have, a new member gets none, and the queues of a member
+	// that left wait for it. The Paused condition says so. `kubectl cg pause` and `kubectl cg resume` set it.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // HandoffMode says whether a queue's new owner waits for the old owner to let go.

@@ -1,6 +1,7 @@
 -- Argo CD health check for messaging.consumergroup.io/v1alpha1 ConsumerGroup.
 -- Install it under resource.customizations.health.messaging.consumergroup.io_ConsumerGroup in argocd-cm
 -- (docs/gitops.md). It reads the conditions the operator writes:
+--   Suspended - Paused is True: spec.paused freezes the published assignment (kubectl cg pause).
 --   Degraded  - Stalled (or Degraded) is True: the spec or the pods must change (an invalid parameter or
 --               annotation, duplicate member ids, an assignment too large); the last good assignment stays.
 --   Progressing - the operator has not yet observed this spec, or Reconciling is True: a handoff or a
@@ -26,6 +27,13 @@ if status == nil or status.observedGeneration == nil or
    (obj.metadata.generation ~= nil and status.observedGeneration < obj.metadata.generation) then
   hs.status = "Progressing"
   hs.message = "Waiting for the operator to observe the current spec"
+  return hs
+end
+
+local paused = condition(status.conditions, "Paused")
+if paused ~= nil and paused.status == "True" then
+  hs.status = "Suspended"
+  hs.message = paused.message
   return hs
 end
 
