@@ -33,16 +33,14 @@ func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *
 	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
 		return cached.strategy, nil
 	}
-	s := &group.Spec.Strategy
-	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
-	strategy, err := allocate.New(allocate.Name(s.Type), s.Params(true))
-	if err != nil {
-		return nil, strategyProblem(s, ReasonInvalidStrategyParameters, err)
+	strategy, prob := newStrategy(group)
+	if prob != nil {
+		return nil, prob
 	}
 	if c.byGroup == nil {
 		c.byGroup = map[types.NamespacedName]cachedStrategy{}
 	}
-	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *s.DeepCopy(), strategy: strategy}
+	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), strategy: strategy}
 	return strategy, nil
 }
 
@@ -51,4 +49,15 @@ func (c *strategyCache) forget(group types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byGroup, group)
+}
+
+// newStrategy builds group's strategy from its spec.
+func newStrategy(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
+	s := &group.Spec.Strategy
+	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
+	strategy, err := allocate.New(allocate.Name(s.Type), s.Params(true))
+	if err != nil {
+		return nil, strategyProblem(s, ReasonInvalidStrategyParameters, err)
+	}
+	return strategy, nil
 }

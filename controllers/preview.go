@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// Preview is the plan the operator would head for with a group as it is now, computed from the live state
+// by the steps a reconcile pass runs, writing nothing. kubectl cg plan shows it; a what-if (another spec,
+// other pods) is a Preview of a changed group or of a reader that lists other pods.
+type Preview struct {
+	// Members are the group's members as the strategy sees them: sorted, with their zones and weights.
+	Members []PreviewMember
+	// Current is what each member pod reads now, its published entry, by pod name, in generation
+	// Generation.
+	Current    map[string][]allocate.Queue
+	Generation int64
+	// Target is where the group goes once every handoff has completed: the strategy's plan, by pod name.
+	// Nil when a check stopped the plan: Reason and Message say why, as the Ready condition would.
+	Target          map[string][]allocate.Queue
+	Reason, Message string
+	// Queues are the spec's queues; BrokerZones their brokers' zones.
+	Queues      []allocate.Queue
+	BrokerZones map[string]string
+	// Leases are the members' Leases, by pod name.
+	Leases map[string]protocol.LeaseState
+	// Revocations are the handoffs in flight: queues taken from a pod that has not yet acknowledged it.
+	// Fenced are the pods that missed their revoke timeout while renewing their Lease.
+	Revocations []PreviewRevocation
+	Fenced      []string
+}
+
+// PreviewRevocation is one handoff in flight: Pod reads Queues (every queue, if All: a recovery) until it
+// acknowledges Generation.
+type PreviewRevocation struct {
+	Pod        string
+	Generation int64
+	Queues     []allocate.Queue
+	All        bool
+}
+
+// PreviewMember is one member of a Preview.
+type PreviewMember struct {
+	allocate.Member
+	Pod string
+}
+
+// PreviewGroup computes group's Preview from what c reads (the API server, for a command line tool), at
+// now. The preview of a paused group is the plan it would publish once resumed.
+func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.ConsumerGroup, now time.Time) (*Preview, error) {
+	r := &ConsumerGroupReconciler{Client: c, APIReader: c}
+	obs, err := r.observe(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	strategy, prob := newStrategy(group)
+	p := &decider{group: group, obs: obs, env: decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob}, d: &decision{}}
+	p.readLeases()
+	p.judgeTrust()
+	pv := &Preview{Current: map[string][]allocate.Queue{}, Generation: obs.published.Generation, Leases: map[string]protocol.LeaseState{}}
+	for pod, e := range obs.published.Entries {
+		pv.Current[pod] = e.Queues
+	}
+	for _, l := range obs.leases {
+		pv.Leases[l.Pod] = l
+	}
+	for _, r := range p.state.Revocations {
+		qs, _ := protocol.Expand(r.Queues)
+		pv.Revocations = append(pv.Revocations, PreviewRevocation{Pod: r.Pod, Generation: r.Generation, Queues: qs, All: r.All})
+	}
+	for _, f := range p.state.Fenced {
+		pv.Fenced = append(pv.Fenced, f.Pod)
+	}
+	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate} {
+		if prob := step(); prob != nil {
+			pv.Reason, pv.Message = prob.Reason, prob.Message
+			return pv, nil
+		}
+	}
+	pv.Queues, pv.BrokerZones = p.queues, p.zones
+	pv.Target = map[string][]allocate.Queue{}
+	for _, m := range p.d.members {
+		pv.Members = append(pv.Members, PreviewMember{Member: m.Member, Pod: m.Pod})
+		pv.Target[m.Pod] = p.target[m.ID]
+	}
+	return pv, nil
+}

@@ -1,0 +1,266 @@
+package kubectlcg
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+)
+
+// Description is what kubectl cg describe says of a group.
+type Description struct {
+	Namespace  string `json:"namespace"`
+	Group      string `json:"group"`
+	Strategy   string `json:"strategy"`
+	Paused     bool   `json:"paused"`
+	Generation int64  `json:"generation"`
+	// Members are the pods the published assignment names, and the members that have no entry yet.
+	Members []MemberDescription `json:"members"`
+	// Pending are the handoffs in flight; Fenced the pods fenced for missing their revoke timeout.
+	Pending    []PendingHandoff   `json:"pending,omitempty"`
+	Fenced     []string           `json:"fenced,omitempty"`
+	Unowned    int32              `json:"unownedQueues"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// MemberDescription is one member pod's line.
+type MemberDescription struct {
+	Pod    string `json:"pod"`
+	ID     string `json:"id"`
+	Zone   string `json:"zone,omitempty"`
+	Weight int32  `json:"weight,omitempty"`
+	// Queues are the queues its published entry lists, as ranges; Count how many.
+	Queues string `json:"queues"`
+	Count  int    `json:"count"`
+	// AckedGeneration is the last generation its Lease acknowledges; LeaseAge the time since it renewed.
+	AckedGeneration int64  `json:"ackedGeneration"`
+	LeaseAge        string `json:"leaseAge,omitempty"`
+	// Load is the load the member reports; members do not report it yet.
+	Load string `json:"load,omitempty"`
+}
+
+// PendingHandoff is queues a pod still reads until it acknowledges Generation.
+type PendingHandoff struct {
+	Pod        string `json:"pod"`
+	Generation int64  `json:"generation"`
+	Queues     string `json:"queues"`
+}
+
+func describeCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Each member's pod, id, zone, weight, queues, acknowledged generation and Lease age; handoffs in flight; fenced members; conditions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			g, err := o.group(ctx, c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+			if err != nil {
+				return err
+			}
+			d := describe(g, pv, o.now())
+			return o.print(d, d.table)
+		},
+	}
+}
+
+// describe assembles a Description from the group and its preview.
+func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time) Description {
+	d := Description{Namespace: g.Namespace, Group: g.Name, Strategy: string(g.Spec.Strategy.Type), Paused: g.Spec.Paused,
+		Generation: pv.Generation, Unowned: g.Status.UnownedQueues, Conditions: g.Status.Conditions}
+	members := map[string]controllers.PreviewMember{}
+	for _, m := range pv.Members {
+		members[m.Pod] = m
+	}
+	pods := slices.Collect(maps.Keys(pv.Current))
+	for _, m := range pv.Members {
+		if _, ok := pv.Current[m.Pod]; !ok {
+			pods = append(pods, m.Pod)
+		}
+	}
+	slices.Sort(pods)
+	for _, pod := range pods {
+		line := MemberDescription{Pod: pod, Queues: ranges(pv.Current[pod]), Count: len(pv.Current[pod])}
+		if m, ok := members[pod]; ok {
+			line.ID, line.Zone, line.Weight = m.ID, m.Zone, m.Weight
+		}
+		for _, s := range g.Status.Members {
+			if s.Pod == pod && line.ID == "" {
+				line.ID = s.ID
+			}
+		}
+		if l, ok := pv.Leases[pod]; ok {
+			line.AckedGeneration = l.AckedGeneration
+			line.LeaseAge = duration.HumanDuration(now.Sub(l.RenewTime))
+		}
+		d.Members = append(d.Members, line)
+	}
+	for _, r := range pv.Revocations {
+		q := ranges(r.Queues)
+		if r.All {
+			q = "every queue it does not claim (recovery)"
+		}
+		d.Pending = append(d.Pending, PendingHandoff{Pod: r.Pod, Generation: r.Generation, Queues: q})
+	}
+	d.Fenced = pv.Fenced
+	return d
+}
+
+func (d Description) table(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	state := ""
+	if d.Paused {
+		state = " (paused)"
+	}
+	fmt.Fprintf(tw, "ConsumerGroup %s/%s: strategy %s, generation %d%s, %d queues unowned\n\n", d.Namespace, d.Group, d.Strategy, d.Generation, state, d.Unowned)
+	fmt.Fprintln(tw, "POD\tID\tZONE\tWEIGHT\tCOUNT\tQUEUES\tACKED\tLEASE AGE\tLOAD")
+	for _, m := range d.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.Pod, dash(m.ID), dash(m.Zone), dash(weight(m.Weight)), m.Count, m.Queues,
+			m.AckedGeneration, dash(m.LeaseAge), dash(m.Load))
+	}
+	if len(d.Pending) > 0 {
+		fmt.Fprintln(tw, "\nHANDOFFS IN FLIGHT\tUNTIL IT ACKNOWLEDGES\tSTILL READS")
+		for _, p := range d.Pending {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", p.Pod, p.Generation, p.Queues)
+		}
+	}
+	if len(d.Fenced) > 0 {
+		fmt.Fprintf(tw, "\nFenced (missed the revoke timeout): %s\n", strings.Join(d.Fenced, ", "))
+	}
+	fmt.Fprintln(tw, "\nCONDITION\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range d.Conditions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func weight(w int32) string {
+	if w == 0 {
+		return ""
+	}
+	return fmt.Sprint(w)
+}
+
+// WhoHas is the answer to kubectl cg who-has.
+type WhoHas struct {
+	Queue string `json:"queue"`
+	// Pod and Member are whose published entry lists the queue; empty when no entry does.
+	Pod    string `json:"pod,omitempty"`
+	Member string `json:"member,omitempty"`
+	// ClaimedBy are the pods whose Lease claims the queue: they may be reading it. More than the entry's
+	// pod while a handoff is in flight.
+	ClaimedBy  []string `json:"claimedBy"`
+	Generation int64    `json:"generation"`
+}
+
+func whoHasCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "who-has GROUP TOPIC/BROKER/ID",
+		Short: "Which pod the published assignment gives a queue to, and which pods' Leases claim it",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := parseQueue(args[1])
+			if err != nil {
+				return err
+			}
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			g, err := o.group(ctx, c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+			if err != nil {
+				return err
+			}
+			if !specQueue(g, q) {
+				return fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, ns, g.Name)
+			}
+			w := whoHas(g, pv, q)
+			return o.print(w, w.table)
+		},
+	}
+}
+
+func whoHas(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, q allocate.Queue) WhoHas {
+	w := WhoHas{Queue: q.String(), Generation: pv.Generation, ClaimedBy: []string{}}
+	for _, pod := range slices.Sorted(maps.Keys(pv.Current)) {
+		if slices.Contains(pv.Current[pod], q) {
+			w.Pod = pod
+			for _, m := range g.Status.Members {
+				if m.Pod == pod {
+					w.Member = m.ID
+				}
+			}
+		}
+	}
+	for _, pod := range slices.Sorted(maps.Keys(pv.Leases)) {
+		l := pv.Leases[pod]
+		if l.ClaimErr != nil || slices.Contains(l.Claim, q) {
+			w.ClaimedBy = append(w.ClaimedBy, pod)
+		}
+	}
+	return w
+}
+
+func (w WhoHas) table(out io.Writer) error {
+	var err error
+	if w.Pod == "" {
+		_, err = fmt.Fprintf(out, "%s: no member has it in generation %d", w.Queue, w.Generation)
+	} else {
+		_, err = fmt.Fprintf(out, "%s: %s (member %s), generation %d", w.Queue, w.Pod, dash(w.Member), w.Generation)
+	}
+	if err != nil {
+		return err
+	}
+	if others := slices.DeleteFunc(slices.Clone(w.ClaimedBy), func(p string) bool { return p == w.Pod }); len(others) > 0 {
+		_, err = fmt.Fprintf(out, "; still claimed by %s until the handoff completes", strings.Join(others, ", "))
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(out)
+	}
+	return err
+}
+
+// specQueue reports whether the group's spec lists q.
+func specQueue(g *v1alpha1.ConsumerGroup, q allocate.Queue) bool {
+	for _, t := range g.Spec.Topics {
+		if t.Name != q.Topic {
+			continue
+		}
+		for _, b := range t.Brokers {
+			if b.Name == q.Broker && q.ID < b.Queues {
+				return true
+			}
+		}
+	}
+	return false
+}

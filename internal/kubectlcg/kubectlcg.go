@@ -1,0 +1,130 @@
+// Package kubectlcg is the kubectl plugin kubectl-cg: it answers, from the live state of a cluster, who
+// reads what in a ConsumerGroup (describe, who-has), what a change would move (plan), and freezes or
+// unfreezes a group for an incident (pause, resume). It reads what the operator reads and computes plans
+// with the operator's own code (controllers.PreviewGroup); only pause and resume write.
+package kubectlcg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// options are the flags every command shares: kubectl's (kubeconfig, context, namespace, ...) and -o.
+type options struct {
+	kube    *genericclioptions.ConfigFlags
+	output  string
+	streams genericiooptions.IOStreams
+	// now is the clock, for Lease ages.
+	now func() time.Time
+}
+
+// NewCommand is kubectl-cg's root command, writing to streams.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &options{kube: genericclioptions.NewConfigFlags(true), streams: streams, now: time.Now}
+	root := &cobra.Command{
+		Use:   "kubectl-cg",
+		Short: "Inspect and steer ConsumerGroups: who reads what, what a change would move, pause and resume",
+		// Errors are printed once, by main; usage only when the command line is wrong.
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	o.kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	root.AddCommand(describeCommand(o), whoHasCommand(o), planCommand(o), pauseCommand(o, true), pauseCommand(o, false))
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	return root
+}
+
+// client is a client of the API server the flags name, and the namespace they name.
+func (o *options) client() (client.Client, string, error) {
+	cfg, err := o.kube.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	return c, ns, err
+}
+
+// group reads the named group.
+func (o *options) group(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.ConsumerGroup, error) {
+	var g v1alpha1.ConsumerGroup
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &g); err != nil {
+		return nil, fmt.Errorf("consumergroup %s/%s: %w", ns, name, err)
+	}
+	return &g, nil
+}
+
+// print writes v as JSON or YAML, or calls table for -o table.
+func (o *options) print(v any, table func(w io.Writer) error) error {
+	switch o.output {
+	case "table", "":
+		return table(o.streams.Out)
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(o.streams.Out, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = o.streams.Out.Write(b)
+		return err
+	default:
+		return fmt.Errorf("unknown output format %q: table, json or yaml", o.output)
+	}
+}
+
+// ranges writes queues compactly, per topic and broker, ids as ranges: "orders/broker-a/0-3,8".
+func ranges(queues []allocate.Queue) string {
+	var parts []string
+	for _, b := range protocol.Compact(queues) {
+		parts = append(parts, b.Topic+"/"+b.Broker+"/"+b.IDs)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// parseQueue reads TOPIC/BROKER/ID. A topic or broker name may not contain "/", so the last two slashes
+// split it.
+func parseQueue(s string) (allocate.Queue, error) {
+	i := strings.LastIndex(s, "/")
+	if i <= 0 {
+		return allocate.Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
+	}
+	j := strings.LastIndex(s[:i], "/")
+	if j <= 0 || j == i-1 {
+		return allocate.Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
+	}
+	id, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil || id < 0 {
+		return allocate.Queue{}, fmt.Errorf("queue %q: the id %q is not a whole number", s, s[i+1:])
+	}
+	return allocate.Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
+}
