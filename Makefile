@@ -138,11 +138,19 @@ images: ## Build the operator's and the agent's images as tarballs in dist/, wit
 	cd $(RELEASE_MODULE) && go run . images -bin $(IMAGE_BIN) -arch $(IMAGE_ARCH) -version $(or $(VERSION),dev) \
 	  -revision $(REVISION) -created $(SOURCE_DATE) -repository-prefix $(REPOSITORY_PREFIX) -out $(DIST)
 
+# The platforms kubectl-cg is released for.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
 .PHONY: release
-release: ## Write a release into dist/: the images, install.yaml and the Helm chart's package (make release VERSION=x.y.z).
+release: ## Write a release into dist/: the images, install.yaml, the Helm chart's package, kubectl-cg's archives and krew manifest (make release VERSION=x.y.z).
 	@if [[ -z "$(VERSION)" ]]; then echo 'make release needs a VERSION, e.g. make release VERSION=0.1.0' >&2; exit 1; fi
 	$(MAKE) images
 	cd $(RELEASE_MODULE) && go run . manifests -version $(VERSION) -repository-prefix $(REPOSITORY_PREFIX) -out $(DIST)
+	for p in $(PLUGIN_PLATFORMS); do \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN)/$${p%/*}-$${p#*/}/kubectl-cg ./cmd/kubectl-cg; \
+	done
+	cd $(RELEASE_MODULE) && go run . plugin -bin $(BIN) -platforms $$(echo $(PLUGIN_PLATFORMS) | tr ' ' ,) -version $(VERSION) \
+	  -created $(SOURCE_DATE) -out $(DIST)
 
 .PHONY: build
 build: ## Build the operator into bin/manager and every command under cmd/ into bin/; VERSION=x.y.z stamps a release (--version).

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,15 +72,18 @@ func TestDemo(t *testing.T) {
 		}
 		return c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "orders"}, &v1alpha1.ConsumerGroup{})
 	})
-	kubectl := func(args ...string) {
+	// kubectl finds the plugin kubectl-cg on the PATH, as a user's would once installed.
+	plugin := testenv.Build(t, "kubectl-cg", "./cmd/kubectl-cg", testenv.VersionStamp{})
+	kubectl := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(assets, "kubectl"), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 		t.Logf("kubectl %v:\n%s", args, out)
+		return string(out)
 	}
 	expectMembers(t, done, c, 3, "")
 
@@ -94,6 +98,29 @@ func TestDemo(t *testing.T) {
 	kubectl("drain", node, "--ignore-daemonsets", "--timeout=3m")
 	expectMembers(t, done, c, 5, node)
 	kubectl("uncordon", node)
+
+	// The plugin answers who reads what, who reads one queue, and what scaling would move.
+	var cm corev1.ConfigMap
+	testenv.Must(t, c.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "orders-assignment"}, &cm))
+	published := protocol.ReadPublished("orders", &cm, nil)
+	described := kubectl("cg", "describe", "orders")
+	for pod, e := range published.Entries {
+		if !strings.Contains(described, pod) || !strings.Contains(described, protocol.Compact(e.Queues)[0].IDs) {
+			t.Errorf("kubectl cg describe does not show %s reading %v:\n%s", pod, e.Queues, described)
+		}
+	}
+	q := allocate.Queue{Topic: "orders", Broker: "broker-b", ID: 3}
+	for pod, e := range published.Entries {
+		if slices.Contains(e.Queues, q) {
+			if out := kubectl("cg", "who-has", "orders", q.String()); !strings.HasPrefix(out, q.String()+": "+pod+" ") {
+				t.Errorf("kubectl cg who-has %s says %q, want %s", q, out, pod)
+			}
+		}
+	}
+	// Sticky with maxSkew 0 from 5 members of 2 or 3 queues to 6 of 2: only the members of 3 give one up.
+	if out := kubectl("cg", "plan", "orders", "--replicas", "6"); !strings.Contains(out, "2 of 12 queues move; 6 members read 2 to 2 queues each") {
+		t.Errorf("kubectl cg plan orders --replicas 6 says:\n%s", out)
+	}
 
 	kubectl("delete", "cg", "orders")
 	// The members' Leases belong to their pods as well, and go with them.

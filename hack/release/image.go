@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -112,15 +113,27 @@ func baseFiles() []file {
 	}
 }
 
-// layer packs files, in the order given, into an uncompressed tar with every time set to mtime, and hands
-// it to go-containerregistry, which compresses and digests it. The tar is built here, with archive/tar,
-// because the library's own helper (crane.Layer) cannot set a file's mode, and a binary must be executable.
+// layer packs files into a layer (tarFiles), which go-containerregistry compresses and digests.
 func layer(mtime time.Time, files []file) (v1.Layer, error) {
+	data, err := tarFiles(mtime, files)
+	if err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+}
+
+// tarFiles packs files, in the order given, into an uncompressed tar with every time set to mtime, so
+// that the same files give the same bytes. It is built here, with archive/tar, because
+// go-containerregistry's own helper (crane.Layer) cannot set a file's mode, and a binary must be
+// executable.
+func tarFiles(mtime time.Time, files []file) ([]byte, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
 	for _, f := range files {
 		h := &tar.Header{
-			Name:    path.Clean(f.Path),
+			Name:    strings.TrimPrefix(path.Clean(f.Path), "/"),
 			Mode:    f.Mode,
 			Uid:     f.UID,
 			Gid:     f.UID,
@@ -132,9 +145,6 @@ func layer(mtime time.Time, files []file) (v1.Layer, error) {
 		} else {
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.Content))
 		}
-		if h.Name[0] == '/' {
-			h.Name = h.Name[1:]
-		}
 		if err := w.WriteHeader(h); err != nil {
 			return nil, err
 		}
@@ -145,8 +155,5 @@ func layer(mtime time.Time, files []file) (v1.Layer, error) {
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
+	return buf.Bytes(), nil
 }

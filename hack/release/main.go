@@ -2,10 +2,12 @@
 //
 //	release images    -bin DIR -arch ARCH -version V -revision SHA -created TIME -repository-prefix P -out DIR
 //	release manifests -version V -repository-prefix P -out DIR
+//	release plugin    -bin DIR -platforms OS/ARCH,... -version V -created TIME -download-url URL -out DIR
 //
 // images writes one tarball per program (operator and agent), loadable by docker load, kind load
 // image-archive and ctr images import; manifests writes install.yaml (kustomize's config/default with the
-// versioned image) and the Helm chart's package. make images and make release run it.
+// versioned image) and the Helm chart's package; plugin writes kubectl-cg's archives and its krew
+// manifest. make images and make release run it.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -40,7 +43,9 @@ func main() {
 	bin := fs.String("bin", "", "images: the folder holding the static linux binaries")
 	arch := fs.String("arch", "amd64", "images: the binaries' GOARCH")
 	revision := fs.String("revision", "", "images: the commit")
-	created := fs.String("created", "", "images: the commit's time (RFC 3339), every timestamp in the image")
+	created := fs.String("created", "", "images, plugin: the commit's time (RFC 3339), every timestamp in the archives")
+	platforms := fs.String("platforms", "linux/amd64", "plugin: the OS/ARCH pairs, comma-separated, whose binaries are in -bin/OS-ARCH")
+	downloadURL := fs.String("download-url", "", "plugin: where the archives are published (default: the release's page)")
 	_ = fs.Parse(os.Args[2:])
 	if *version == "" {
 		fatal(fmt.Errorf("-version is required"))
@@ -72,8 +77,23 @@ func main() {
 		chart, err := packageChart(filepath.Join(*root, "charts", "consumergroup-operator"), *version, repository, *out)
 		fatal(err)
 		fmt.Println(chart)
+	case "plugin":
+		t, err := time.Parse(time.RFC3339, *created)
+		fatal(err)
+		archives, err := packPlugin(*bin, strings.Split(*platforms, ","), t, *out)
+		fatal(err)
+		url := *downloadURL
+		if url == "" {
+			url = source + "/releases/download/v" + *version
+		}
+		path := filepath.Join(*out, "kubectl-cg.yaml")
+		fatal(writeKrewManifest(path, *version, url, archives))
+		for _, a := range archives {
+			fmt.Println(filepath.Join(*out, a.File))
+		}
+		fmt.Println(path)
 	default:
-		fatal(fmt.Errorf("unknown command %q: images or manifests", os.Args[1]))
+		fatal(fmt.Errorf("unknown command %q: images, manifests or plugin", os.Args[1]))
 	}
 }
 
