@@ -53,7 +53,8 @@ func TestUpgradeMovesNothing(t *testing.T) {
 	ctx := context.Background()
 	ns := fmt.Sprintf("upgrade-%d", time.Now().UnixNano())
 	testenv.Must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 24, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(t, k8s)
+	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 24, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
+		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Create(t, k8s)
 	own := testenv.NewOwnership()
 	var members []*testenv.SimMember
 	for i := range 4 {

@@ -79,8 +79,8 @@ func mustRun(t *testing.T, ns string, args ...string) string {
 	return out
 }
 
-// settled starts the operator for ns and a Sticky group g of 12 queues with members on three pods that
-// acknowledge, and waits until each reads 4 queues.
+// settled starts the operator for ns and a Sticky group g of 12 queues, with the default Cooperative
+// handoff, and members on three pods that acknowledge, and waits until each reads 4 queues.
 func settled(t *testing.T) (string, *testenv.Ownership, []*testenv.SimMember) {
 	t.Helper()
 	ns := fmt.Sprintf("cg-%d", time.Now().UnixNano())
@@ -96,7 +96,8 @@ func settled(t *testing.T) (string, *testenv.Ownership, []*testenv.SimMember) {
 	go func() { _ = mgr.Start(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(t, k8s)
+	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
+		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Create(t, k8s)
 	own := testenv.NewOwnership()
 	var members []*testenv.SimMember
 	for i := range 3 {
@@ -282,4 +283,49 @@ func generation(t *testing.T, ns string) int64 {
 	var cm corev1.ConfigMap
 	testenv.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.AssignmentName("g")}, &cm))
 	return protocol.ReadPublished("g", &cm, nil).Generation
+}
+
+// TestHandoffInFlight: a member that stops acknowledging while another joins keeps a queue it must give
+// up. describe lists the handoff, and who-has names the member that still claims the queue that no entry
+// lists any more.
+func TestHandoffInFlight(t *testing.T) {
+	ns, own, members := settled(t)
+	members[0].Acking.Store(false)
+	p := testenv.Pod(ns, "g-3", "g").Create(t, k8s)
+	testenv.StartMember(t, restConfig, "g", p, own, testenv.MemberOptions{})
+	var d Description
+	t.Cleanup(func() {
+		if v := own.Violations(); len(v) > 0 {
+			t.Errorf("queues with two readers: %v", v)
+		}
+	})
+	testenv.Poll(t, 30*time.Second, 100*time.Millisecond, nil, func() error {
+		d = Description{}
+		if err := json.Unmarshal([]byte(mustRun(t, ns, "describe", "g", "-o", "json")), &d); err != nil {
+			return err
+		}
+		if len(d.Pending) != 1 || d.Pending[0].Pod != "g-0" {
+			return fmt.Errorf("pending handoffs %+v, want one from g-0", d.Pending)
+		}
+		return nil
+	})
+	held, err := protocol.Expand(nil)
+	testenv.Must(t, err)
+	for _, q := range own.Reading(members[0].Reader()) {
+		var w WhoHas
+		testenv.Must(t, json.Unmarshal([]byte(mustRun(t, ns, "who-has", "g", q.String(), "-o", "json")), &w))
+		if w.Pod == "" {
+			held = append(held, q)
+			if !slices.Equal(w.ClaimedBy, []string{"g-0"}) {
+				t.Errorf("who-has %s: %+v, want it claimed by g-0, which has not let go", q, w)
+			}
+		}
+	}
+	if len(held) != 1 || !strings.Contains(d.Pending[0].Queues, held[0].String()[len("t/b/"):]) {
+		t.Errorf("g-0 still reads %v that no entry lists; describe says it reads %q until it acknowledges", held, d.Pending[0].Queues)
+	}
+	table := mustRun(t, ns, "describe", "g")
+	if !strings.Contains(table, "HANDOFFS IN FLIGHT") {
+		t.Errorf("describe's table does not show the handoff:\n%s", table)
+	}
 }
