@@ -207,6 +207,7 @@ func TestRandomizedHandoff(t *testing.T) {
 	}
 	counts := map[string]int{}
 	var history []string
+	var historyAt []time.Time
 	errorsBefore := len(loggedReconcilerErrors())
 	for i := 0; i < *handoffEvents; i++ {
 		names := make([]string, 0, len(live))
@@ -223,7 +224,9 @@ func TestRandomizedHandoff(t *testing.T) {
 		if victim != nil {
 			victimName = victim.Reader()
 		}
-		history = append(history, fmt.Sprintf("%s event %d: action %d, victim %s", time.Now().Format("15:04:05.000"), i, action, victimName))
+		before := maps.Clone(counts)
+		historyAt = append(historyAt, time.Now())
+		history = append(history, fmt.Sprintf("%s event %d: action %d, victim %s", historyAt[i].Format("15:04:05.000"), i, action, victimName))
 		switch {
 		case action < 3 || len(live) < 2:
 			counts["scale-up"]++
@@ -291,6 +294,11 @@ func TestRandomizedHandoff(t *testing.T) {
 			counts["slow application"]++
 			victim.ApplyDelay.Store(int64(time.Duration(rng.IntN(800)) * time.Millisecond))
 		}
+		for kind, n := range counts {
+			if n != before[kind] {
+				history[i] += " (" + kind + ")"
+			}
+		}
 		// Events come faster than handoffs finish, except now and then, when the group may settle.
 		if rng.IntN(10) == 0 && len(live) > 0 {
 			waitForSettled(t, ns, "r", own, queues, len(live))
@@ -318,7 +326,16 @@ func TestRandomizedHandoff(t *testing.T) {
 	// timeout (an unresponsive old owner), plus twice the Lease duration (a hung member is noticed when its
 	// Lease expires), plus time for the operator and the API server.
 	if bound := time.Duration(revokeTimeout)*time.Second + 6*time.Second + 5*time.Second; own.LongestGap() > bound {
-		t.Errorf("a queue went unread for %s, more than %s", own.LongestGap(), bound)
+		// The events from a lease duration and a revoke timeout before the gap to its end, to tell which
+		// faults added up.
+		gap := own.Longest()
+		var during []string
+		for i, at := range historyAt {
+			if !at.Before(gap.From.Add(-time.Duration(revokeTimeout)*time.Second-memberOptions.LeaseDuration)) && !at.After(gap.To) {
+				during = append(during, history[i])
+			}
+		}
+		t.Errorf("a queue went unread for %s, more than %s: %s; events then:\n%s", own.LongestGap(), bound, gap, strings.Join(during, "\n"))
 	}
 }
 

@@ -29,8 +29,12 @@ type Ownership struct {
 	// since is when each queue last lost its last reader; absent while it has one.
 	since      map[allocate.Queue]time.Time
 	violations []string
-	// longestGap is the longest time a queue went without a reader.
+	// longestGap is the longest time a queue went without a reader; longest says which queue, when and
+	// between which readers.
 	longestGap time.Duration
+	longest    Gap
+	// lastReader is who last stopped reading each queue that has no reader now.
+	lastReader map[allocate.Queue]string
 	holdings   int
 	observers  []func(reader string, queues []allocate.Queue)
 }
@@ -45,7 +49,7 @@ func (o *Ownership) Observe(observe func(reader string, queues []allocate.Queue)
 
 // NewOwnership is an empty record.
 func NewOwnership() *Ownership {
-	return &Ownership{holders: map[allocate.Queue]map[string]bool{}, since: map[allocate.Queue]time.Time{}}
+	return &Ownership{holders: map[allocate.Queue]map[string]bool{}, since: map[allocate.Queue]time.Time{}, lastReader: map[allocate.Queue]string{}}
 }
 
 // Apply records that reader (a pod incarnation) now reads exactly queues.
@@ -65,6 +69,7 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 			delete(hs, reader)
 			if len(hs) == 0 {
 				o.since[q] = now
+				o.lastReader[q] = reader
 			}
 		}
 	}
@@ -82,8 +87,12 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 			o.violations = append(o.violations, fmt.Sprintf("%s: %s started reading while %s still read it (%s)", q, reader, other, now.Format("15:04:05.000")))
 		}
 		if t, ok := o.since[q]; ok {
-			o.longestGap = max(o.longestGap, now.Sub(t))
+			if gap := now.Sub(t); gap > o.longestGap {
+				o.longestGap = gap
+				o.longest = Gap{Queue: q, From: t, To: now, Released: o.lastReader[q], Took: reader}
+			}
 			delete(o.since, q)
+			delete(o.lastReader, q)
 		}
 		hs[reader] = true
 	}
@@ -137,6 +146,25 @@ func (o *Ownership) LongestGap() time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.longestGap
+}
+
+// Gap is a time a queue went unread: from when Released stopped reading it to when Took started.
+type Gap struct {
+	Queue          allocate.Queue
+	From, To       time.Time
+	Released, Took string
+}
+
+func (g Gap) String() string {
+	return fmt.Sprintf("%s unread for %s, from %s (%s let go) to %s (%s took it)", g.Queue, g.To.Sub(g.From),
+		g.From.Format("15:04:05.000"), g.Released, g.To.Format("15:04:05.000"), g.Took)
+}
+
+// Longest is the longest gap so far: the queue, the instants and the readers.
+func (o *Ownership) Longest() Gap {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.longest
 }
 
 // Holdings counts the times an incarnation started reading a queue.
