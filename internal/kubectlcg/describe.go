@@ -63,16 +63,7 @@ func describeCommand(o *options) *cobra.Command {
 		Short: "Each member's pod, id, zone, weight, queues, acknowledged generation and Lease age; handoffs in flight; fenced members; conditions",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			g, err := o.group(ctx, c, ns, args[0])
-			if err != nil {
-				return err
-			}
-			pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+			g, pv, err := o.preview(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -188,21 +179,12 @@ func whoHasCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			g, err := o.group(ctx, c, ns, args[0])
-			if err != nil {
-				return err
-			}
-			pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+			g, pv, err := o.preview(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if !specQueue(g, q) {
-				return fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, ns, g.Name)
+				return fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, g.Namespace, g.Name)
 			}
 			w := whoHas(g, pv, q)
 			return o.print(w, w.table)

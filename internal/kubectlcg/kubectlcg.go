@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -66,13 +67,27 @@ func (o *options) client() (client.Client, string, error) {
 	return c, ns, err
 }
 
-// group reads the named group.
-func (o *options) group(ctx context.Context, c client.Client, ns, name string) (*v1alpha1.ConsumerGroup, error) {
+// group connects to the API server and reads the named group in the flags' namespace.
+func (o *options) group(ctx context.Context, name string) (client.Client, *v1alpha1.ConsumerGroup, error) {
+	c, ns, err := o.client()
+	if err != nil {
+		return nil, nil, err
+	}
 	var g v1alpha1.ConsumerGroup
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &g); err != nil {
-		return nil, fmt.Errorf("consumergroup %s/%s: %w", ns, name, err)
+		return nil, nil, fmt.Errorf("consumergroup %s/%s: %w", ns, name, err)
 	}
-	return &g, nil
+	return c, &g, nil
+}
+
+// preview reads the named group and computes its preview as it is.
+func (o *options) preview(ctx context.Context, name string) (*v1alpha1.ConsumerGroup, *controllers.Preview, error) {
+	c, g, err := o.group(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+	return g, pv, err
 }
 
 // print writes v as JSON or YAML, or calls table for -o table.

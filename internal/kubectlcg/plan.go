@@ -81,12 +81,8 @@ func planCommand(o *options) *cobra.Command {
 			if set > 1 {
 				return fmt.Errorf("give one of -f, --replicas and --strategy")
 			}
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			g, err := o.group(ctx, c, ns, args[0])
+			c, g, err := o.group(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -114,7 +110,7 @@ func planCommand(o *options) *cobra.Command {
 					return err
 				}
 				if pv.Target == nil {
-					return fmt.Errorf("consumergroup %s/%s cannot be planned as it is: %s: %s", ns, g.Name, pv.Reason, pv.Message)
+					return fmt.Errorf("consumergroup %s/%s cannot be planned as it is: %s: %s", g.Namespace, g.Name, pv.Reason, pv.Message)
 				}
 				reader = scaled(c, pv, replicas)
 			}
@@ -321,11 +317,7 @@ func pauseCommand(o *options, pause bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
-			g, err := o.group(cmd.Context(), c, ns, args[0])
+			c, g, err := o.group(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -338,7 +330,7 @@ func pauseCommand(o *options, pause bool) *cobra.Command {
 			if pause {
 				verb = "paused"
 			}
-			_, err = fmt.Fprintf(o.streams.Out, "consumergroup %s/%s %s\n", ns, g.Name, verb)
+			_, err = fmt.Fprintf(o.streams.Out, "consumergroup %s/%s %s\n", g.Namespace, g.Name, verb)
 			return err
 		},
 	}
