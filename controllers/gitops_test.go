@@ -25,12 +25,12 @@ import (
 // (config/argocd/health.lua, run by gopher-lua, the Lua interpreter Argo CD embeds).
 func TestGitOpsHealth(t *testing.T) {
 	ns, own, ms := settledGroup(t, "h", 12, 30, 3, memberOptions)
-	expectHealth(t, ns, "h", "healthy", status.CurrentStatus, "Healthy")
+	expectHealth(t, ns, "healthy", status.CurrentStatus, "Healthy")
 
 	// A member stops acknowledging while another joins: the queues it must give up wait for it.
 	ms[0].Acking.Store(false)
 	startSimMember(t, "h", testenv.Pod(ns, "h-3", "h").Create(t, k8s), own)
-	expectHealth(t, ns, "h", "a handoff in flight", status.InProgressStatus, "Progressing")
+	expectHealth(t, ns, "a handoff in flight", status.InProgressStatus, "Progressing")
 
 	// A member's weight annotation is not a number: nothing can be planned until someone fixes it.
 	ms[0].Acking.Store(true)
@@ -38,24 +38,24 @@ func TestGitOpsHealth(t *testing.T) {
 	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), pod))
 	pod.Annotations = map[string]string{v1alpha1.WeightAnnotation: "heavy"}
 	must(t, k8s.Update(context.Background(), pod))
-	expectHealth(t, ns, "h", "an invalid weight", status.FailedStatus, "Degraded")
+	expectHealth(t, ns, "an invalid weight", status.FailedStatus, "Degraded")
 
 	// Paused for an incident: nothing is published, by choice, not a fault. Argo CD has a state for that;
 	// kstatus has none, and reads Ready=False as on its way.
 	setPaused(t, ns, "h", true)
-	expectHealth(t, ns, "h", "a pause", status.InProgressStatus, "Suspended")
+	expectHealth(t, ns, "a pause", status.InProgressStatus, "Suspended")
 }
 
 // expectHealth waits until kstatus and the Argo CD script say wantKstatus and wantArgo of the group as
 // the API server has it.
-func expectHealth(t *testing.T, ns, name, state string, wantKstatus status.Status, wantArgo string) {
+func expectHealth(t *testing.T, ns, state string, wantKstatus status.Status, wantArgo string) {
 	t.Helper()
 	script, err := os.ReadFile(filepath.Join("..", "config", "argocd", "health.lua"))
 	must(t, err)
 	eventually(t, 30*time.Second, func() error {
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ConsumerGroup"))
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "h"}, obj); err != nil {
 			return err
 		}
 		res, err := status.Compute(obj)

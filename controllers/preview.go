@@ -79,8 +79,9 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	}
 	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate} {
 		if prob := step(); prob != nil {
+			// The problem is the preview's answer, as it is the Ready condition's, not a failure to compute it.
 			pv.Reason, pv.Message = prob.Reason, prob.Message
-			return pv, nil
+			return pv, nil //nolint:nilerr
 		}
 	}
 	pv.Queues, pv.BrokerZones = p.queues, p.zones

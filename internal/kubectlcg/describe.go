@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,31 +115,31 @@ func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time)
 }
 
 func (d Description) table(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	state := ""
 	if d.Paused {
 		state = " (paused)"
 	}
-	fmt.Fprintf(tw, "ConsumerGroup %s/%s: strategy %s, generation %d%s, %d queues unowned\n\n", d.Namespace, d.Group, d.Strategy, d.Generation, state, d.Unowned)
-	fmt.Fprintln(tw, "POD\tID\tZONE\tWEIGHT\tCOUNT\tQUEUES\tACKED\tLEASE AGE\tLOAD")
+	tw.printf("ConsumerGroup %s/%s: strategy %s, generation %d%s, %d queues unowned\n\n", d.Namespace, d.Group, d.Strategy, d.Generation, state, d.Unowned)
+	tw.printf("POD\tID\tZONE\tWEIGHT\tCOUNT\tQUEUES\tACKED\tLEASE AGE\tLOAD\n")
 	for _, m := range d.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.Pod, dash(m.ID), dash(m.Zone), dash(weight(m.Weight)), m.Count, m.Queues,
+		tw.printf("%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.Pod, dash(m.ID), dash(m.Zone), dash(weight(m.Weight)), m.Count, m.Queues,
 			m.AckedGeneration, dash(m.LeaseAge), dash(m.Load))
 	}
 	if len(d.Pending) > 0 {
-		fmt.Fprintln(tw, "\nHANDOFFS IN FLIGHT\tUNTIL IT ACKNOWLEDGES\tSTILL READS")
+		tw.printf("\nHANDOFFS IN FLIGHT\tUNTIL IT ACKNOWLEDGES\tSTILL READS\n")
 		for _, p := range d.Pending {
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", p.Pod, p.Generation, p.Queues)
+			tw.printf("%s\t%d\t%s\n", p.Pod, p.Generation, p.Queues)
 		}
 	}
 	if len(d.Fenced) > 0 {
-		fmt.Fprintf(tw, "\nFenced (missed the revoke timeout): %s\n", strings.Join(d.Fenced, ", "))
+		tw.printf("\nFenced (missed the revoke timeout): %s\n", strings.Join(d.Fenced, ", "))
 	}
-	fmt.Fprintln(tw, "\nCONDITION\tSTATUS\tREASON\tMESSAGE")
+	tw.printf("\nCONDITION\tSTATUS\tREASON\tMESSAGE\n")
 	for _, c := range d.Conditions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+		tw.printf("%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 func dash(s string) string {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -142,4 +143,25 @@ func parseQueue(s string) (allocate.Queue, error) {
 		return allocate.Queue{}, fmt.Errorf("queue %q: the id %q is not a whole number", s, s[i+1:])
 	}
 	return allocate.Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
+}
+
+// table writes aligned columns. It keeps the first write error, which flush returns.
+type table struct {
+	tw  *tabwriter.Writer
+	err error
+}
+
+func newTable(w io.Writer) *table { return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)} }
+
+func (t *table) printf(format string, args ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.tw, format, args...)
+	}
+}
+
+func (t *table) flush() error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.tw.Flush()
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -282,29 +281,29 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 }
 
 func (p Plan) table(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	if p.Reason != "" {
-		fmt.Fprintf(tw, "ConsumerGroup %s/%s (%s) would not be planned: %s: %s\n", p.Namespace, p.Group, p.Change, p.Reason, p.Message)
-		return tw.Flush()
+		tw.printf("ConsumerGroup %s/%s (%s) would not be planned: %s: %s\n", p.Namespace, p.Group, p.Change, p.Reason, p.Message)
+		return tw.flush()
 	}
 	zones := ""
 	if p.Zoned {
 		zones = fmt.Sprintf("; %d queues read outside their broker's zone", p.CrossZone)
 	}
-	fmt.Fprintf(tw, "ConsumerGroup %s/%s (%s): %d of %d queues move; %d members read %d to %d queues each%s\n\n",
+	tw.printf("ConsumerGroup %s/%s (%s): %d of %d queues move; %d members read %d to %d queues each%s\n\n",
 		p.Namespace, p.Group, p.Change, p.Moved, p.Queues, len(p.Members), p.MinLoad, p.MaxLoad, zones)
 	if len(p.Moves) > 0 {
-		fmt.Fprintln(tw, "QUEUE\tFROM\tTO")
+		tw.printf("QUEUE\tFROM\tTO\n")
 		for _, m := range p.Moves {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Queue, dash(m.From), dash(m.To))
+			tw.printf("%s\t%s\t%s\n", m.Queue, dash(m.From), dash(m.To))
 		}
-		fmt.Fprintln(tw)
+		tw.printf("\n")
 	}
-	fmt.Fprintln(tw, "POD\tID\tZONE\tCOUNT\tQUEUES")
+	tw.printf("POD\tID\tZONE\tCOUNT\tQUEUES\n")
 	for _, m := range p.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Pod, m.ID, dash(m.Zone), m.Count, m.Queues)
+		tw.printf("%s\t%s\t%s\t%d\t%s\n", m.Pod, m.ID, dash(m.Zone), m.Count, m.Queues)
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 func pauseCommand(o *options, pause bool) *cobra.Command {

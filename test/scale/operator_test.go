@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-
 // adminKubeconfig writes a kubeconfig for a system:masters user of c's API server, for the operator
 // process.
 func adminKubeconfig(tb testing.TB, c *cluster) string {
