@@ -70,15 +70,13 @@ type decision struct {
 // publish. It runs the checks that can stop a new assignment in order; the first that
 // fails keeps the published assignment in place.
 func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decision {
-	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
-	p.readLeases()
-	p.judgeTrust()
+	p := newDecider(group, obs, env)
 	if group.Spec.Paused {
 		// Frozen: nothing new is published, whatever changed. Leases are still read and cleaned up.
 		p.keepPublished(nil)
 		p.d.paused = true
 	} else {
-		for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate, p.handOff, p.layOut} {
+		for _, step := range append(p.planSteps(), p.handOff, p.layOut) {
 			if prob := step(); prob != nil {
 				p.keepPublished(prob)
 				break
@@ -87,6 +85,21 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 	}
 	p.cleanUpLeases()
 	return p.d
+}
+
+// newDecider starts a decision: it reads the Leases and judges whether the published objects can be
+// trusted, which every later step relies on.
+func newDecider(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decider {
+	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
+	p.readLeases()
+	p.judgeTrust()
+	return p
+}
+
+// planSteps are the steps up to the strategy's target, in order; each can stop the plan with a problem.
+// The handoff and the layout follow them in a pass; a preview stops after them.
+func (p *decider) planSteps() []func() *problem {
+	return []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate}
 }
 
 // decider carries one decision through its steps.

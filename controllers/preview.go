@@ -60,9 +60,7 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 		return nil, err
 	}
 	strategy, prob := newStrategy(group)
-	p := &decider{group: group, obs: obs, env: decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob}, d: &decision{}}
-	p.readLeases()
-	p.judgeTrust()
+	p := newDecider(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob})
 	pv := &Preview{Current: map[string][]allocate.Queue{}, Generation: obs.published.Generation, Leases: map[string]protocol.LeaseState{}}
 	for pod, e := range obs.published.Entries {
 		pv.Current[pod] = e.Queues
@@ -77,7 +75,7 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	for _, f := range p.state.Fenced {
 		pv.Fenced = append(pv.Fenced, f.Pod)
 	}
-	for _, step := range []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate} {
+	for _, step := range p.planSteps() {
 		if prob := step(); prob != nil {
 			// The problem is the preview's answer, as it is the Ready condition's, not a failure to compute it.
 			pv.Reason, pv.Message = prob.Reason, prob.Message
