@@ -16,6 +16,11 @@ PROMTOOL := $(BIN)/promtool
 CHART := charts/consumergroup-operator
 # The module that builds and tests a release: images, install.yaml, the chart's package.
 RELEASE_MODULE := hack/release
+# The rocketmq-client-go strategy (clients/rocketmq-go), a module of its own so that the operator's module
+# does not take the RocketMQ client's dependencies.
+ROCKETMQ_GO_MODULE := clients/rocketmq-go
+# The modules beside the operator's, formatted, vetted and linted with it.
+OTHER_MODULES := $(RELEASE_MODULE) $(ROCKETMQ_GO_MODULE)
 # Where make images and make release write.
 DIST ?= $(CURDIR)/dist
 
@@ -58,22 +63,26 @@ generate: controller-gen ## Generate the API types' DeepCopy methods.
 .PHONY: fmt
 fmt: ## Format the Go code.
 	go fmt ./...
-	cd $(RELEASE_MODULE) && go fmt ./...
+	for m in $(OTHER_MODULES); do (cd $$m && go fmt ./...) || exit 1; done
 
 .PHONY: vet
 vet: ## Run go vet on every file, whatever its build tags.
 	go vet -tags $(ALL_TAGS) ./...
-	cd $(RELEASE_MODULE) && go vet -tags envtest ./...
+	for m in $(OTHER_MODULES); do (cd $$m && go vet -tags envtest ./...) || exit 1; done
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
-	cd $(RELEASE_MODULE) && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
+	for m in $(OTHER_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: test
-test: envtest-bins ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
-	$(MAKE) test-rules test-release test-e2e
+test: envtest-bins jdk ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" JAVA_HOME="$$(hack/jdk.sh)" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
+	$(MAKE) test-rules test-release test-clients test-e2e
+
+.PHONY: test-clients
+test-clients: envtest-bins ## Test the rocketmq-client-go strategy (clients/rocketmq-go): a real push consumer against a RocketMQ-speaking stand-in broker, the operator and a real API server.
+	cd $(ROCKETMQ_GO_MODULE) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 -v $(GO_TEST_FLAGS)
 
 .PHONY: test-release
 test-release: envtest-bins ## Test the release (hack/release): the images, the Helm chart (rendered, linted, applied with dry-run), install.yaml and make release itself.
@@ -93,6 +102,7 @@ test-e2e: envtest-bins ## Run the end-to-end tests (test/e2e) on a whole cluster
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server, in seconds, without building any control plane.
 	env -u KUBEBUILDER_ASSETS go test ./... -count=1
+	cd $(ROCKETMQ_GO_MODULE) && env -u KUBEBUILDER_ASSETS go test ./... -count=1
 
 .PHONY: test-handoff
 test-handoff: envtest-bins ## Play 10,000 random events (joins, drains, restarts, kills, operator restarts, the assignment deleted and corrupted, partitions) against a Cooperative group.
@@ -166,6 +176,10 @@ run: envtest-bins ## Run the operator: against the configured cluster if one ans
 .PHONY: envtest-bins
 envtest-bins: ## Build etcd, kube-apiserver, kubectl, kube-controller-manager, kube-scheduler and kwok into the machine's cache, once for every checkout.
 	@hack/envtest-bins.sh > /dev/null
+
+.PHONY: jdk
+jdk: ## Find a JDK 17+ for the tests of clients/java, installing Debian's when there is none (hack/jdk.sh).
+	@hack/jdk.sh > /dev/null
 
 .PHONY: controller-gen
 controller-gen: ## Install controller-gen into bin/ when missing.
