@@ -47,6 +47,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testoperator"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -362,20 +363,7 @@ type fixture struct {
 
 func setUp(t *testing.T, tools tools) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	f := &fixture{t: t, tools: tools, ns: fmt.Sprintf("java-%d", time.Now().UnixNano()), own: testenv.NewOwnership()}
-	testenv.Must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
-
-	opts := manager.Options("0", "0", false, "", f.ns)
-	// Each test runs its own operator, for its own namespace, in this one process.
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(restConfig, opts)
-	testenv.Must(t, err)
-	mgrCtx, cancel := context.WithCancel(ctx)
-	testenv.Must(t, manager.Setup(mgrCtx, mgr, 0))
-	done := make(chan struct{})
-	go func() { _ = mgr.Start(mgrCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f := &fixture{t: t, tools: tools, ns: testoperator.Start(t, restConfig, k8s, "java"), own: testenv.NewOwnership()}
 
 	// The pod's ConfigMap and Lease, from before the group exists: every generation and acknowledgement.
 	f.history = watchHistory(t, f.ns)

@@ -21,19 +21,16 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testoperator"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -125,16 +122,7 @@ func strs(qs []member.Queue) []string {
 func TestPushConsumerFollowsTheOperator(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := fmt.Sprintf("rocketmq-go-%d", time.Now().UnixNano())
-	testenv.Must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	opts := manager.Options("0", "0", false, "", ns)
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(restConfig, opts)
-	testenv.Must(t, err)
-	testenv.Must(t, manager.Setup(ctx, mgr, 0))
-	mgrDone := make(chan struct{})
-	go func() { _ = mgr.Start(ctx); close(mgrDone) }()
-	defer func() { cancel(); <-mgrDone }()
+	ns := testoperator.Start(t, restConfig, k8s, "rocketmq-go")
 
 	const group, topic, queues = "orders", "orders", 8
 	broker := startFakeRocketMQ(t, map[string]int{topic: queues, "%RETRY%" + group: 1})

@@ -19,8 +19,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testoperator"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -83,18 +82,7 @@ func mustRun(t *testing.T, ns string, args ...string) string {
 // handoff, and members on three pods that acknowledge, and waits until each reads 4 queues.
 func settled(t *testing.T) (string, *testenv.Ownership, []*testenv.SimMember) {
 	t.Helper()
-	ns := fmt.Sprintf("cg-%d", time.Now().UnixNano())
-	testenv.Must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	opts := manager.Options("0", "0", false, "", ns)
-	// Each test runs its own operator, for its own namespace, in this one process.
-	opts.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(restConfig, opts)
-	testenv.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	testenv.Must(t, manager.Setup(ctx, mgr, 0))
-	done := make(chan struct{})
-	go func() { _ = mgr.Start(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ns := testoperator.Start(t, restConfig, k8s, "cg")
 
 	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
 		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Create(t, k8s)
