@@ -1,26 +1,12 @@
 package protocol
 
 import (
-	"bytes"
-	"compress/flate"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"strings"
 )
 
 // ClaimVersion is the format version of a Claim.
 const ClaimVersion = 1
-
-// A claim longer than compressAbove bytes is written compressed. Ranges keep most claims far smaller;
-// a member holding tens of thousands of scattered queues stays well inside the API server's 256 KiB
-// bound on a Lease's annotations.
-const (
-	compressAbove   = 16 << 10
-	compressedMark  = "z:"
-	maxClaimJSONLen = 8 << 20
-)
 
 // Claim is what a member states in its Lease about the queues it may be reading. The member writes it
 // whenever it acknowledges a generation, and with every renewal: Queues are the queues of the generation
@@ -49,32 +35,15 @@ func (c Claim) Encode() string {
 	if err != nil {
 		panic(err) // strings and integers only: cannot fail
 	}
-	if len(b) <= compressAbove {
-		return string(b)
-	}
-	var buf bytes.Buffer
-	w, _ := flate.NewWriter(&buf, flate.BestCompression)
-	_, _ = w.Write(b)
-	_ = w.Close()
-	return compressedMark + base64.StdEncoding.EncodeToString(buf.Bytes())
+	return compressLong(b)
 }
 
 // DecodeClaim parses a claim as Encode writes it and expands its queues. It refuses an unknown version,
 // malformed ranges, and input that inflates past a few MiB.
 func DecodeClaim(s string) (Claim, []Queue, error) {
-	data := []byte(s)
-	if rest, ok := strings.CutPrefix(s, compressedMark); ok {
-		compressed, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return Claim{}, nil, fmt.Errorf("decoding claim: %w", err)
-		}
-		data, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(compressed)), maxClaimJSONLen+1))
-		if err != nil {
-			return Claim{}, nil, fmt.Errorf("decompressing claim: %w", err)
-		}
-		if len(data) > maxClaimJSONLen {
-			return Claim{}, nil, fmt.Errorf("decompressing claim: longer than %d bytes", maxClaimJSONLen)
-		}
+	data, err := inflate(s, "claim")
+	if err != nil {
+		return Claim{}, nil, err
 	}
 	var c Claim
 	if err := json.Unmarshal(data, &c); err != nil {

@@ -72,6 +72,10 @@ type LeaseState struct {
 	Claim []Queue
 	// ClaimErr says why the claim cannot be read: the reader must count it as covering every queue.
 	ClaimErr error
+	// Load is the load the member reports per queue; nil when it reports none. LoadErr says why the
+	// report cannot be read; a reader then treats the member as reporting none.
+	Load    map[Queue]float64
+	LoadErr error
 }
 
 // ReadLease reads a member's Lease.
@@ -102,6 +106,9 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 	acked, err := strconv.ParseInt(lease.Annotations[AckedGenerationAnnotation], 10, 64)
 	if err == nil && acked > 0 {
 		s.AckedGeneration = acked
+	}
+	if raw, ok := lease.Annotations[LoadAnnotation]; ok {
+		s.Load, s.LoadErr = DecodeLoad(raw)
 	}
 	raw, ok := lease.Annotations[ClaimAnnotation]
 	if !ok {
@@ -178,6 +185,8 @@ type MemberLease struct {
 	Acked int64
 	// Claim is every queue the member may be reading.
 	Claim []Queue
+	// Load is the load the member reports per queue (CheckLoad); none when empty.
+	Load map[Queue]float64
 }
 
 func (m MemberLease) ownerReferences() []metav1.OwnerReference {
@@ -216,6 +225,11 @@ func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquir
 	}
 	for k, v := range m.annotations() {
 		lease.Annotations[k] = v
+	}
+	if len(m.Load) > 0 {
+		lease.Annotations[LoadAnnotation] = NewLoadReport(m.Load).Encode()
+	} else {
+		delete(lease.Annotations, LoadAnnotation)
 	}
 	lease.OwnerReferences = m.ownerReferences()
 	lease.Spec.HolderIdentity = ptr.To(m.Member)

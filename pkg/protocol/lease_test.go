@@ -181,3 +181,25 @@ func TestApplyMovesOnlyTheTimesAsked(t *testing.T) {
 		t.Error("a Lease whose owners were edited away is not recognised by its claim")
 	}
 }
+
+// A member's load report rides on its Lease: written when it has one, removed when it stops reporting,
+// and an unreadable one costs only the report.
+func TestLeaseCarriesTheLoadReport(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	claim := []Queue{q("orders", "a", 1), q("orders", "a", 2)}
+	m := MemberLease{Group: "orders", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0", Duration: 15 * time.Second, Acked: 12, Claim: claim,
+		Load: map[Queue]float64{claim[0]: 30, claim[1]: 2.5}}
+	lease := m.Apply(nil, "ns", &now, &now)
+	if s := ReadLease(lease); s.LoadErr != nil || len(s.Load) != 2 || s.Load[claim[0]] != 30 || s.Load[claim[1]] != 2.5 {
+		t.Fatalf("ReadLease: load %v, error %v; want orders/a/1 at 30 and orders/a/2 at 2.5", s.Load, s.LoadErr)
+	}
+	m.Load = nil
+	if s := ReadLease(m.Apply(lease, "ns", nil, &now)); s.Load != nil || s.LoadErr != nil {
+		t.Errorf("after the member stopped reporting: load %v, error %v; want none", s.Load, s.LoadErr)
+	}
+	lease.Annotations[LoadAnnotation] = "edited"
+	s := ReadLease(lease)
+	if s.LoadErr == nil || s.Load != nil || s.ClaimErr != nil || len(s.Claim) != 2 {
+		t.Errorf("an edited report: load %v, error %v, claim %v (error %v); want no load, an error, and the claim as it was", s.Load, s.LoadErr, s.Claim, s.ClaimErr)
+	}
+}

@@ -35,6 +35,9 @@ const (
 	AckedGenerationAnnotation = "messaging.consumergroup.io/acked-generation"
 	// ClaimAnnotation on a member's Lease holds the member's Claim: every queue it may be reading.
 	ClaimAnnotation = "messaging.consumergroup.io/claim"
+	// LoadAnnotation on a member's Lease holds the member's LoadReport: the load of the queues it reads,
+	// written with its renewals. Absent when the member reports none.
+	LoadAnnotation = "messaging.consumergroup.io/load"
 	// PodAnnotation on a member's Lease names its pod. The Lease also names the pod as an owner, but the
 	// garbage collector removes that reference once the pod is gone while the group, its other owner,
 	// remains: the annotation still says whose claim the Lease holds.

@@ -1,0 +1,116 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// LoadVersion is the format version of a LoadReport.
+const LoadVersion = 1
+
+// loadDigits is how many significant digits a reported load keeps: a load is a measurement (an average
+// of messages per second, say), and rounding it keeps the report, and the Lease, small.
+const loadDigits = 4
+
+// LoadReport is what a member states in its Lease about the load of the queues it reads: a non-negative
+// number per queue in the group's unit, such as an average of messages per second. The member writes it
+// with its Lease renewals; the operator reads it to balance by load and to recommend a member count.
+type LoadReport struct {
+	// Version is the format version; readers refuse versions they do not know.
+	Version int `json:"version"`
+	// Queues are the reported queues, grouped per topic and broker.
+	Queues []BrokerLoads `json:"queues"`
+}
+
+// BrokerLoads is the load of a set of queues on one broker of one topic.
+type BrokerLoads struct {
+	Topic  string `json:"topic"`
+	Broker string `json:"broker"`
+	// IDs are the queue ids as ascending ranges, as in an Entry.
+	IDs string `json:"ids"`
+	// Loads are the queues' loads, one per id, in the order of IDs.
+	Loads []float64 `json:"loads"`
+}
+
+// CheckLoad returns an error naming the first queue whose load is not a finite number of 0 or more.
+func CheckLoad(loads map[Queue]float64) error {
+	for _, q := range slices.SortedFunc(maps.Keys(loads), CompareQueues) {
+		if v := loads[q]; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("the load of %s is %v: want a finite number of 0 or more", q, v)
+		}
+	}
+	return nil
+}
+
+// NewLoadReport builds the report of loads, each rounded to a few significant digits. loads must pass
+// CheckLoad.
+func NewLoadReport(loads map[Queue]float64) LoadReport {
+	sorted := slices.SortedFunc(maps.Keys(loads), CompareQueues)
+	r := LoadReport{Version: LoadVersion, Queues: []BrokerLoads{}}
+	next := 0
+	for _, bq := range Compact(sorted) { // the groups' ids, in order, are sorted's next ones
+		bl := BrokerLoads{Topic: bq.Topic, Broker: bq.Broker, IDs: bq.IDs, Loads: []float64{}}
+		for next < len(sorted) && sorted[next].Topic == bq.Topic && sorted[next].Broker == bq.Broker {
+			bl.Loads = append(bl.Loads, roundLoad(loads[sorted[next]]))
+			next++
+		}
+		r.Queues = append(r.Queues, bl)
+	}
+	return r
+}
+
+func roundLoad(v float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', loadDigits, 64), 64)
+	return r
+}
+
+// Encode returns the report as LoadAnnotation holds it: its JSON, compressed when long, as a Claim.
+func (r LoadReport) Encode() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // finite numbers and strings only: cannot fail
+	}
+	return compressLong(b)
+}
+
+// DecodeLoad parses a report as Encode writes it into each queue's load. It refuses an unknown version,
+// malformed ranges, a count of loads that does not match the ids, a load that is not a finite number of
+// 0 or more, and input that inflates past a few MiB.
+func DecodeLoad(s string) (map[Queue]float64, error) {
+	data, err := inflate(s, "load report")
+	if err != nil {
+		return nil, err
+	}
+	var r LoadReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decoding load report: %w", err)
+	}
+	if r.Version != LoadVersion {
+		return nil, fmt.Errorf("load report has format version %d; this reader knows version %d", r.Version, LoadVersion)
+	}
+	groups := make([]BrokerQueues, len(r.Queues))
+	var values []float64
+	for i, bl := range r.Queues {
+		groups[i] = BrokerQueues{Topic: bl.Topic, Broker: bl.Broker, IDs: bl.IDs}
+		values = append(values, bl.Loads...)
+	}
+	queues, err := Expand(groups)
+	if err != nil {
+		return nil, fmt.Errorf("load report: %w", err)
+	}
+	if len(queues) != len(values) {
+		return nil, fmt.Errorf("load report: %d queues and %d loads", len(queues), len(values))
+	}
+	loads := make(map[Queue]float64, len(queues))
+	for i, q := range queues {
+		loads[q] = values[i]
+	}
+	if err := CheckLoad(loads); err != nil {
+		return nil, fmt.Errorf("load report: %w", err)
+	}
+	return loads, nil
+}
