@@ -883,15 +883,11 @@ func managed(holding []string) []string {
 func parseQueues(ss []string) ([]allocate.Queue, error) {
 	out := make([]allocate.Queue, 0, len(ss))
 	for _, s := range ss {
-		parts := strings.Split(s, "/")
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("queue %q: want topic/broker/id", s)
-		}
-		id, err := strconv.ParseInt(parts[2], 10, 32)
+		q, err := protocol.ParseQueue(s)
 		if err != nil {
-			return nil, fmt.Errorf("queue %q: %w", s, err)
+			return nil, err
 		}
-		out = append(out, allocate.Queue{Topic: parts[0], Broker: parts[1], ID: int32(id)})
+		out = append(out, q)
 	}
 	return sorted(out), nil
 }

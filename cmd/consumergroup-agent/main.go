@@ -6,6 +6,7 @@
 //	GET  /v1/assignment?after=N&timeout=30s  wait for a generation other than N
 //	POST /v1/ack {"generation":N}            the consumer applied generation N
 //	POST /v1/drain                           wait until the operator released the pod's queues (preStop)
+//	PUT  /v1/load {"loads":{"t/b/0":1.5}}    the load of the queues the consumer reads
 //	GET  /healthz                            200 once the assignment is read and the Lease renewed
 //
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.

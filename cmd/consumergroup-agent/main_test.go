@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -226,6 +227,9 @@ func TestAgentHTTPAPI(t *testing.T) {
 		{"GET", "/v1/assignment?after=x", "", http.StatusBadRequest, "after="},
 		{"GET", "/v1/assignment?after=1&timeout=soon", "", http.StatusBadRequest, "timeout="},
 		{"GET", "/v1/ack", "", http.StatusMethodNotAllowed, "not allowed"},
+		{"PUT", "/v1/load", `{"loads":{"orders/broker-a/0":-1}}`, http.StatusBadRequest, "orders/broker-a/0"},
+		{"PUT", "/v1/load", `{"loads":{"orders-broker-a-0":1}}`, http.StatusBadRequest, "TOPIC/BROKER/ID"},
+		{"PUT", "/v1/load", `{"load":{}}`, http.StatusBadRequest, `{"loads"`},
 		{"GET", "/v2/assignment", "", http.StatusNotFound, "/v1/assignment"},
 	} {
 		var e errorBody
@@ -233,6 +237,35 @@ func TestAgentHTTPAPI(t *testing.T) {
 			t.Errorf("%s %s %s: %d %q, want %d mentioning %q", tc.method, tc.path, tc.body, code, e.Error, tc.code, tc.mentions)
 		}
 	}
+}
+
+// A load report put to the agent reaches the Lease with its next renewal, for the queues the pod reads.
+func TestAgentLoad(t *testing.T) {
+	a := startAgent(t, "agent-load", "orders", "consumer-0")
+	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1)})
+	eventually(t, func() error {
+		var resp assignmentResponse
+		if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != 1 {
+			return fmt.Errorf("generation %d in force, want 1", resp.Generation)
+		}
+		return nil
+	})
+	var put map[string]int
+	if code := a.call("PUT", "/v1/load", `{"loads":{"orders/broker-a/0":120.5,"orders/broker-a/1":3,"orders/broker-a/7":9}}`, &put); code != http.StatusOK || put["queues"] != 3 {
+		t.Fatalf("PUT /v1/load: %d %v", code, put)
+	}
+	eventually(t, func() error {
+		lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), protocol.LeaseName(a.group, "consumer-0"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s := protocol.ReadLease(lease)
+		want := map[member.Queue]float64{orders(0)[0]: 120.5, orders(1)[0]: 3}
+		if s.LoadErr != nil || !maps.Equal(s.Load, want) {
+			return fmt.Errorf("the Lease reports %v (error %v), want %v: the pod's two queues", s.Load, s.LoadErr, want)
+		}
+		return nil
+	})
 }
 
 func TestAgentDrain(t *testing.T) {

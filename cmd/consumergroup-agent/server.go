@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // maxBodyBytes bounds request bodies: the only body is {"generation":N}.
 const maxBodyBytes = 4 << 10
+
+// maxLoadBodyBytes bounds a load report: tens of thousands of queues.
+const maxLoadBodyBytes = 2 << 20
 
 // limits bound how long a request may wait.
 type limits struct {
@@ -36,6 +40,7 @@ func newHandler(c *member.Client, l limits) http.Handler {
 	mux.HandleFunc("GET /v1/assignment", s.assignment)
 	mux.HandleFunc("POST /v1/ack", s.ack)
 	mux.HandleFunc("POST /v1/drain", s.drain)
+	mux.HandleFunc("PUT /v1/load", s.load)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	return muxErrorsAsJSON(mux)
 }
@@ -140,6 +145,40 @@ func (s *server) ack(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, map[string]int64{"acked": s.client.Acked()})
 	}
+}
+
+type loadRequest struct {
+	Loads map[string]float64 `json:"loads"`
+}
+
+// load records the load of the queues the consumer reads; it reaches the operator with the next Lease
+// renewal.
+func (s *server) load(w http.ResponseWriter, r *http.Request) {
+	var req loadRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLoadBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Loads == nil {
+		msg := `body must be {"loads": {"TOPIC/BROKER/ID": LOAD, ...}}`
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	loads := make(map[member.Queue]float64, len(req.Loads))
+	for key, v := range req.Loads {
+		q, err := protocol.ParseQueue(key)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		loads[q] = v
+	}
+	if err := s.client.ReportLoad(loads); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"queues": len(loads)})
 }
 
 // drain waits until the operator has released the pod's queues, for a preStop hook.
@@ -251,7 +290,7 @@ func (j *jsonMuxError) WriteHeader(code int) {
 		if code == http.StatusMethodNotAllowed {
 			msg = fmt.Sprintf("%s is not allowed on %s (allowed: %s)", j.r.Method, j.r.URL.Path, h.Get("Allow"))
 		}
-		writeError(j.ResponseWriter, code, msg+"; the agent serves GET /v1/assignment, POST /v1/ack, POST /v1/drain and GET /healthz")
+		writeError(j.ResponseWriter, code, msg+"; the agent serves GET /v1/assignment, POST /v1/ack, POST /v1/drain, PUT /v1/load and GET /healthz")
 		return
 	}
 	j.ResponseWriter.WriteHeader(code)

@@ -15,6 +15,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Description is what kubectl cg describe says of a group.
@@ -174,7 +175,7 @@ func whoHasCommand(o *options) *cobra.Command {
 		Short: "Which pod the published assignment gives a queue to, and which pods' Leases claim it",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q, err := parseQueue(args[1])
+			q, err := protocol.ParseQueue(args[1])
 			if err != nil {
 				return err
 			}

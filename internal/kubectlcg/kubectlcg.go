@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -125,24 +124,6 @@ func ranges(queues []allocate.Queue) string {
 		return "-"
 	}
 	return strings.Join(parts, " ")
-}
-
-// parseQueue reads TOPIC/BROKER/ID. A topic or broker name may not contain "/", so the last two slashes
-// split it.
-func parseQueue(s string) (allocate.Queue, error) {
-	i := strings.LastIndex(s, "/")
-	if i <= 0 {
-		return allocate.Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
-	}
-	j := strings.LastIndex(s[:i], "/")
-	if j <= 0 || j == i-1 {
-		return allocate.Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
-	}
-	id, err := strconv.ParseInt(s[i+1:], 10, 32)
-	if err != nil || id < 0 {
-		return allocate.Queue{}, fmt.Errorf("queue %q: the id %q is not a whole number", s, s[i+1:])
-	}
-	return allocate.Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
 }
 
 // table writes aligned columns. It keeps the first write error, which flush returns.

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,8 @@ type Client struct {
 	delivered map[int64][]Queue
 	// changed is closed and replaced whenever the assignment in force or the acknowledgement changes.
 	changed chan struct{}
+	// load is the application's latest load report (ReportLoad).
+	load map[Queue]float64
 }
 
 // New returns a Client for the member cfg describes. It checks cfg and talks to nothing until Run.
@@ -164,7 +167,33 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) leaseState() leaseState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return leaseState{acked: c.acked, claim: protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues), groupUID: c.group}
+	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues)
+	var load map[Queue]float64
+	if len(c.load) > 0 {
+		// Only what the member may be reading: the report stays as small as the claim.
+		load = make(map[Queue]float64, min(len(c.load), len(claim)))
+		for _, q := range claim {
+			if v, ok := c.load[q]; ok {
+				load[q] = v
+			}
+		}
+	}
+	return leaseState{acked: c.acked, claim: claim, groupUID: c.group, load: load}
+}
+
+// ReportLoad records the load of the queues the application reads, in the group's unit (for example an
+// average of messages per second per queue): a finite number of 0 or more each. It replaces the last
+// report; a queue left out has no reported load. The report reaches the operator with the member's next
+// Lease renewal, within a third of the lease duration, and never causes a write of its own. Only the
+// queues the member may be reading are reported.
+func (c *Client) ReportLoad(loads map[Queue]float64) error {
+	if err := protocol.CheckLoad(loads); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load = maps.Clone(loads)
+	return nil
 }
 
 func (c *Client) leaseWritten(st leaseState) {

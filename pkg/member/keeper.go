@@ -25,6 +25,8 @@ type leaseState struct {
 	acked    int64
 	claim    []Queue
 	groupUID types.UID
+	// load is the application's latest load report, for the queues of claim only.
+	load map[Queue]float64
 }
 
 // leaseKeeper keeps the member's Lease: it takes the Lease (creates it, adopts the one this pod's earlier
@@ -232,7 +234,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 func (k *leaseKeeper) lease(st leaseState, base *coordinationv1.Lease, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
 	m := protocol.MemberLease{
 		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
-		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim,
+		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load,
 	}
 	if base != nil {
 		base = base.DeepCopy()

@@ -1,5 +1,11 @@
 package protocol
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
 // UnionQueues is the union of a and b, each sorted by CompareQueues without repeats, in that order. When
 // one is empty it returns the other itself: the result may share memory with the inputs, so callers must
 // not modify it.
@@ -42,4 +48,22 @@ func SubtractQueues(a, b []Queue) []Queue {
 		}
 	}
 	return out
+}
+
+// ParseQueue reads a queue as Queue.String writes it, TOPIC/BROKER/ID. The last two slashes split it, as
+// a broker name has none.
+func ParseQueue(s string) (Queue, error) {
+	i := strings.LastIndex(s, "/")
+	if i <= 0 {
+		return Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
+	}
+	j := strings.LastIndex(s[:i], "/")
+	if j <= 0 || j == i-1 {
+		return Queue{}, fmt.Errorf("queue %q: want TOPIC/BROKER/ID", s)
+	}
+	id, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil || id < 0 {
+		return Queue{}, fmt.Errorf("queue %q: the id %q is not a whole number", s, s[i+1:])
+	}
+	return Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
 }
