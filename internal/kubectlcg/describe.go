@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,8 +47,9 @@ type MemberDescription struct {
 	// AckedGeneration is the last generation its Lease acknowledges; LeaseAge the time since it renewed.
 	AckedGeneration int64  `json:"ackedGeneration"`
 	LeaseAge        string `json:"leaseAge,omitempty"`
-	// Load is the load the member reports; members do not report it yet.
-	Load string `json:"load,omitempty"`
+	// Load is the total load the member reports for its queues (pkg/member's ReportLoad, the agent's
+	// PUT /v1/load); absent when it reports none.
+	Load *float64 `json:"load,omitempty"`
 }
 
 // PendingHandoff is queues a pod still reads until it acknowledges Generation.
@@ -101,6 +103,13 @@ func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time)
 		if l, ok := pv.Leases[pod]; ok {
 			line.AckedGeneration = l.AckedGeneration
 			line.LeaseAge = duration.HumanDuration(now.Sub(l.RenewTime))
+			if len(l.Load) > 0 {
+				var total float64
+				for _, v := range l.Load {
+					total += v
+				}
+				line.Load = &total
+			}
 		}
 		d.Members = append(d.Members, line)
 	}
@@ -125,7 +134,7 @@ func (d Description) table(w io.Writer) error {
 	tw.printf("POD\tID\tZONE\tWEIGHT\tCOUNT\tQUEUES\tACKED\tLEASE AGE\tLOAD\n")
 	for _, m := range d.Members {
 		tw.printf("%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.Pod, dash(m.ID), dash(m.Zone), dash(weight(m.Weight)), m.Count, m.Queues,
-			m.AckedGeneration, dash(m.LeaseAge), dash(m.Load))
+			m.AckedGeneration, dash(m.LeaseAge), dash(formatLoad(m.Load)))
 	}
 	if len(d.Pending) > 0 {
 		tw.printf("\nHANDOFFS IN FLIGHT\tUNTIL IT ACKNOWLEDGES\tSTILL READS\n")
@@ -245,4 +254,12 @@ func specQueue(g *v1alpha1.ConsumerGroup, q allocate.Queue) bool {
 		}
 	}
 	return false
+}
+
+// formatLoad prints a reported load with four significant digits, as members report it; "" for none.
+func formatLoad(load *float64) string {
+	if load == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*load, 'g', 4, 64)
 }

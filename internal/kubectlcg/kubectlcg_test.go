@@ -90,7 +90,8 @@ func settled(t *testing.T) (string, *testenv.Ownership, []*testenv.SimMember) {
 	var members []*testenv.SimMember
 	for i := range 3 {
 		p := testenv.Pod(ns, fmt.Sprintf("g-%d", i), "g").Create(t, k8s)
-		members = append(members, testenv.StartMember(t, restConfig, "g", p, own, testenv.MemberOptions{}))
+		// A 6 s Lease is renewed every 2 s, so a load report shows within that.
+		members = append(members, testenv.StartMember(t, restConfig, "g", p, own, testenv.MemberOptions{LeaseDuration: 6 * time.Second}))
 	}
 	testenv.Poll(t, 30*time.Second, 50*time.Millisecond, nil, func() error {
 		for _, m := range members {
@@ -115,11 +116,25 @@ func TestDescribe(t *testing.T) {
 		if m.Pod != members[i].Pod.Name || m.ID != m.Pod || m.Count != 4 || m.Queues != ranges(reads) {
 			t.Errorf("member %d: %+v, want pod %s with the 4 queues it reads, %s", i, m, members[i].Pod.Name, ranges(reads))
 		}
-		if m.AckedGeneration != d.Generation || m.LeaseAge == "" {
-			t.Errorf("member %s: acknowledged %d with Lease age %q, want generation %d and an age", m.Pod, m.AckedGeneration, m.LeaseAge, d.Generation)
+		if m.AckedGeneration != d.Generation || m.LeaseAge == "" || m.Load != nil {
+			t.Errorf("member %s: acknowledged %d with Lease age %q and load %v, want generation %d, an age and no load", m.Pod, m.AckedGeneration, m.LeaseAge, m.Load, d.Generation)
 		}
 	}
+
+	// g-1 reports the load of its queues, and of one it does not read, which is left out.
+	reads := own.Reading(members[1].Reader())
+	testenv.Must(t, members[1].Client.ReportLoad(map[allocate.Queue]float64{reads[0]: 100, reads[1]: 23.25, {Topic: "t", Broker: "elsewhere", ID: 0}: 1000}))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		testenv.Must(t, json.Unmarshal([]byte(mustRun(t, ns, "describe", "g", "-o", "json")), &d))
+		if l := d.Members[1].Load; l == nil || *l != 123.25 {
+			return fmt.Errorf("describe says g-1 reports a load of %v, want 123.25", l)
+		}
+		return nil
+	})
 	table := mustRun(t, ns, "describe", "g")
+	if !strings.Contains(table, "123.2") {
+		t.Errorf("describe's table lacks g-1's load, 123.2:\n%s", table)
+	}
 	t.Logf("kubectl cg describe g:\n%s", table)
 	for _, want := range []string{"ConsumerGroup " + ns + "/g: strategy Sticky", "g-0", "g-1", "g-2", "t/b/", "Ready", "Assigned"} {
 		if !strings.Contains(table, want) {
