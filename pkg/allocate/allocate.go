@@ -49,6 +49,9 @@ type Input struct {
 	// Previous is the plan currently in force, for strategies that keep queues where they are.
 	// Strategies that do not read it ignore it.
 	Previous Plan
+	// QueueLoad is the load members report per queue, in the group's unit, for Sticky balancing by load.
+	// A queue missing from it counts at the mean of those present. Other strategies ignore it.
+	QueueLoad map[Queue]float64
 }
 
 // Strategy computes a plan for a whole group.
@@ -98,6 +101,13 @@ type Params struct {
 	// MaxSkew lets Sticky keep a queue in its broker's zone at the cost of balance: a member may hold up
 	// to MaxSkew queues more than its fair share. 0 means strict balance.
 	MaxSkew int32
+
+	// BalanceBy is what Sticky balances: BalanceByQueues ("" too), queue counts, or BalanceByLoad, the
+	// load in Input.QueueLoad. MaxSkew applies to counts only.
+	BalanceBy string
+	// LoadTolerance is how far above its fair share of the load Sticky lets a member go before it moves
+	// queues, as a fraction (0.1 is 10%); nil means DefaultLoadTolerance.
+	LoadTolerance *float64
 
 	// Strict asks for a plan the operator can publish: every queue handed out is one of Input.Queues and
 	// none goes to two members. Strategies that always satisfy this ignore it; ByConfig, which hands out

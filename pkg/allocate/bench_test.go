@@ -2,6 +2,7 @@ package allocate
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -141,4 +142,52 @@ func BenchmarkSortInputs(b *testing.B) {
 			sortedMembers(in.Members)
 		}
 	})
+}
+
+// BenchmarkStickyByLoad measures Sticky balancing by load at 65,536 queues and 2,048 members: a re-plan
+// after every queue's load changed (by up to ±30%, enough to push members past the tolerance), and after
+// a member joined.
+func BenchmarkStickyByLoad(b *testing.B) {
+	const queues, members = 65536, 2048
+	rng := rand.New(rand.NewPCG(1, 2))
+	in := benchInput(queues, members)
+	in.QueueLoad = make(map[Queue]float64, queues)
+	for _, q := range in.Queues {
+		in.QueueLoad[q] = math.Exp(rng.NormFloat64())
+	}
+	s, err := New(Sticky, Params{BalanceBy: BalanceByLoad})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev, err := s.Allocate(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	changed := in
+	changed.Previous = prev
+	changed.QueueLoad = make(map[Queue]float64, queues)
+	for q, v := range in.QueueLoad {
+		changed.QueueLoad[q] = v * (0.7 + 0.6*rng.Float64())
+	}
+	joined := in
+	joined.Previous = prev
+	joined.Members = append(append([]Member{}, in.Members...), Member{ID: "10.0.99.1@consumer-joined", Zone: "zone-0"})
+	for _, c := range []struct {
+		name string
+		in   Input
+	}{{"load-change", changed}, {"join", joined}} {
+		b.Run(fmt.Sprintf("%s/%dx%d", c.name, queues, members), func(b *testing.B) {
+			plan, err := s.Allocate(c.in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Allocate(c.in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(Moved(prev, plan)), "moved")
+		})
+	}
 }

@@ -31,6 +31,9 @@ import (
 // they are dense (the RocketMQ case, ids 0..n-1) and by a comparison sort otherwise.
 type sticky struct {
 	maxSkew int
+	// byLoad selects the load balance of sticky_load.go, with tolerance tol.
+	byLoad bool
+	tol    float64
 	// scratch recycles the Q-sized index arrays between calls: a controller replans the same group
 	// again and again, and not reallocating them halves the garbage a replan leaves behind.
 	scratch sync.Pool
@@ -51,7 +54,21 @@ func newSticky(p Params) (Strategy, error) {
 	if p.MaxSkew < 0 {
 		return nil, paramErrorf("maxSkew", "must be 0 or more, got %d", p.MaxSkew)
 	}
-	return &sticky{maxSkew: int(p.MaxSkew)}, nil
+	s := &sticky{maxSkew: int(p.MaxSkew), tol: DefaultLoadTolerance}
+	switch p.BalanceBy {
+	case "", BalanceByQueues:
+	case BalanceByLoad:
+		s.byLoad = true
+	default:
+		return nil, paramErrorf("balanceBy", "must be %s or %s, got %q", BalanceByQueues, BalanceByLoad, p.BalanceBy)
+	}
+	if p.LoadTolerance != nil {
+		if t := *p.LoadTolerance; !(t >= 0 && t <= 10) {
+			return nil, paramErrorf("loadTolerance", "must be from 0 to 10 (0%% to 1000%%), got %v", t)
+		}
+		s.tol = *p.LoadTolerance
+	}
+	return s, nil
 }
 
 // stickyGroupKey identifies the queues of one broker of one topic.
@@ -123,6 +140,10 @@ func (s *sticky) Allocate(in Input) (Plan, error) {
 		return plan, nil
 	}
 	st.readPrevious()
+	if s.byLoad {
+		st.allocateByLoad(s.tol)
+		return st.plan(plan), nil
+	}
 	st.computeQuotas()
 	st.releaseExcess()
 	st.place()

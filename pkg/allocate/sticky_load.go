@@ -1,0 +1,342 @@
+package allocate
+
+import (
+	"container/heap"
+	"math"
+	"slices"
+)
+
+// Sticky balances by queue count unless Params.BalanceBy is BalanceByLoad; then it balances the load the
+// members report per queue (Input.QueueLoad). The rules, in priority order:
+//
+//  1. every queue has exactly one owner;
+//  2. load bound: with L the total load, W the total weight and F_i = L*w_i/W member i's fair share, and
+//     h_i the load of the hottest queue it holds, member i carries at most
+//     max((1+t)*F_i, F_i + h_i), t the tolerance. Queues are indivisible: with three equal queues and
+//     two members one member must carry two, 1.33 times its share, so a bound below F_i + h_i cannot
+//     always hold; where it can, (1+t)*F_i is what the rebalance aims for;
+//  3. hysteresis and few moves: a member keeps what it held as long as it stays within (1+t)*F_i (or
+//     holds one queue); an over-loaded member sheds as few queues as it can; a member below (1-t)*F_i
+//     takes queues from the most loaded members while that brings both closer to their shares. So when the
+//     previous plan is within the tolerance for the new loads and nobody joined, nothing moves;
+//  4. locality: a freed or new queue goes to the least loaded member in its broker's zone when that member
+//     stays within (1+t)*F_i, otherwise to the least loaded member anywhere;
+//  5. determinism: queues are taken hottest first, ties by canonical order; members by load over weight,
+//     ties by member id.
+//
+// A queue with no reported load counts at the mean of the reported ones (1 when none is reported, which
+// is balancing by count). Cost: O(Q log C) for Q queues and C members, beyond Sticky's indexing.
+const (
+	// BalanceByQueues balances queue counts (Sticky's default).
+	BalanceByQueues = "Queues"
+	// BalanceByLoad balances reported load.
+	BalanceByLoad = "Load"
+	// DefaultLoadTolerance is t when Params.LoadTolerance is nil.
+	DefaultLoadTolerance = 0.10
+)
+
+// loadState is the working set of a load-balanced Sticky call, over stickyState's indexing.
+type loadState struct {
+	*stickyState
+	tol   float64
+	qload []float64 // canonical position -> load
+	load  []float64 // member -> load held
+	fair  []float64 // member -> fair share
+	held  [][]int32 // member -> canonical positions held
+}
+
+// allocateByLoad places every queue after st has indexed members and queues and read the previous plan.
+func (st *stickyState) allocateByLoad(tol float64) {
+	ls := &loadState{stickyState: st, tol: tol}
+	ls.measure()
+	ls.keep()
+	if !ls.settled() {
+		ls.shed()
+		ls.place()
+		ls.fill()
+	}
+	st.count = make([]int32, len(st.members))
+	for i, qs := range ls.held {
+		st.count[i] = int32(len(qs))
+		for _, p := range qs {
+			st.owner[p] = int32(i)
+		}
+	}
+}
+
+// measure gives every queue its load and every member its fair share.
+func (ls *loadState) measure() {
+	q := len(ls.order)
+	ls.qload = make([]float64, q)
+	var reported, sum float64
+	for p := range q {
+		if v, ok := ls.in.QueueLoad[ls.in.Queues[ls.order[p]]]; ok && v >= 0 && !math.IsInf(v, 1) {
+			ls.qload[p] = v
+			reported++
+			sum += v
+		} else {
+			ls.qload[p] = -1
+		}
+	}
+	mean := 1.0
+	if reported > 0 {
+		mean = sum / reported
+	}
+	var total float64
+	for p, v := range ls.qload {
+		if v < 0 {
+			ls.qload[p] = mean
+		}
+		total += ls.qload[p]
+	}
+	var weights int64
+	for _, w := range ls.weight {
+		weights += w
+	}
+	n := len(ls.members)
+	ls.fair, ls.load, ls.held = make([]float64, n), make([]float64, n), make([][]int32, n)
+	for i, w := range ls.weight {
+		ls.fair[i] = total * float64(w) / float64(weights)
+	}
+	ls.owner = make([]int32, q)
+}
+
+// keep gives every surviving member the queues it held.
+func (ls *loadState) keep() {
+	for p, m := range ls.prev {
+		ls.owner[p] = m
+		if m >= 0 {
+			ls.held[m] = append(ls.held[m], int32(p))
+			ls.load[m] += ls.qload[p]
+		}
+	}
+}
+
+func (ls *loadState) ceiling(i int) float64 { return (1 + ls.tol) * ls.fair[i] }
+
+// bound is rule 2's bound on what member i carries.
+func (ls *loadState) bound(i int) float64 { return max(ls.ceiling(i), ls.fair[i]+ls.hottest(i)) }
+
+// settled reports whether the previous plan stands as it is (hysteresis): every queue has an owner that
+// is still a member, every member had an entry in it, and every member is within its bound. A plan this
+// strategy made for the same members and loads always is, so re-planning moves nothing.
+func (ls *loadState) settled() bool {
+	if slices.Contains(ls.owner, -1) {
+		return false
+	}
+	for i, m := range ls.members {
+		if _, ok := ls.in.Previous[m.ID]; !ok || ls.load[i] > ls.bound(i)*(1+1e-9) {
+			return false
+		}
+	}
+	return true
+}
+
+func (ls *loadState) hottest(i int) float64 {
+	var h float64
+	for _, p := range ls.held[i] {
+		h = max(h, ls.qload[p])
+	}
+	return h
+}
+
+// shed makes every member that carries more than (1+t) times its share, and more than its hottest queue,
+// give up queues: each time the coolest queue that alone brings it within its ceiling, else its hottest,
+// so that few queues move. Cross-zone queues go first among equals.
+func (ls *loadState) shed() {
+	for i := range ls.members {
+		for len(ls.held[i]) > 1 && ls.load[i] > ls.ceiling(i) && ls.load[i] > ls.hottest(i) {
+			excess := ls.load[i] - ls.ceiling(i)
+			best := -1
+			for k, p := range ls.held[i] {
+				if best < 0 {
+					best = k
+					continue
+				}
+				b := ls.held[i][best]
+				bFits, pFits := ls.qload[b] >= excess, ls.qload[p] >= excess
+				switch {
+				case pFits && !bFits:
+					best = k
+				case pFits && bFits && (ls.qload[p] < ls.qload[b] || ls.qload[p] == ls.qload[b] && ls.crossZone(p, i) && !ls.crossZone(b, i)):
+					best = k
+				case !pFits && !bFits && ls.qload[p] > ls.qload[b]:
+					best = k
+				}
+			}
+			p := ls.held[i][best]
+			ls.held[i] = slices.Delete(ls.held[i], best, best+1)
+			ls.load[i] -= ls.qload[p]
+			ls.owner[p] = -1
+		}
+	}
+}
+
+func (ls *loadState) crossZone(p int32, member int) bool {
+	return ls.qzone[p] >= 0 && ls.mzone[member] >= 0 && ls.qzone[p] != ls.mzone[member]
+}
+
+// place hands every queue without an owner, hottest first, to the least loaded member (by load over
+// weight) of its broker's zone if that member stays within its ceiling, else to the least loaded member.
+func (ls *loadState) place() {
+	var free []int32
+	for p, o := range ls.owner {
+		if o < 0 {
+			free = append(free, int32(p))
+		}
+	}
+	if len(free) == 0 {
+		return
+	}
+	slices.SortStableFunc(free, func(a, b int32) int {
+		switch {
+		case ls.qload[a] > ls.qload[b]:
+			return -1
+		case ls.qload[a] < ls.qload[b]:
+			return 1
+		}
+		return 0
+	})
+	all := &memberHeap{ls: ls}
+	zones := map[int32]*memberHeap{}
+	for i := range ls.members {
+		all.push(int32(i))
+		if z := ls.mzone[i]; z >= 0 {
+			if zones[z] == nil {
+				zones[z] = &memberHeap{ls: ls}
+			}
+			zones[z].push(int32(i))
+		}
+	}
+	for _, p := range free {
+		to := all.min()
+		if zh := zones[ls.qzone[p]]; ls.qzone[p] >= 0 && zh != nil {
+			if m := zh.min(); ls.load[m]+ls.qload[p] <= ls.ceiling(int(m)) {
+				to = m
+			}
+		}
+		ls.held[to] = append(ls.held[to], p)
+		ls.load[to] += ls.qload[p]
+		all.fix(to)
+		if zh := zones[ls.mzone[to]]; zh != nil {
+			zh.fix(to)
+		}
+	}
+}
+
+// fill lets a member below (1-t) times its share take queues from members more loaded relative to their
+// shares, most loaded first, one queue at a time, as long as the move leaves the receiver within its
+// ceiling and less loaded, relative to its share, than the donor was: a member that joins gets its share.
+func (ls *loadState) fill() {
+	ratio := func(i int32) float64 { return ls.load[i] / ls.fair[i] }
+	donors := make([]int32, 0, len(ls.members))
+	for moves := 0; moves < len(ls.order); moves++ {
+		r := int32(-1)
+		donors = donors[:0]
+		for i := range int32(len(ls.members)) {
+			if ls.fair[i] == 0 {
+				continue
+			}
+			if ls.load[i] < (1-ls.tol)*ls.fair[i] && (r < 0 || ratio(i) < ratio(r)) {
+				r = i
+			}
+			if len(ls.held[i]) > 1 {
+				donors = append(donors, i)
+			}
+		}
+		if r < 0 || !ls.takeFrom(r, donors, ratio) {
+			return
+		}
+	}
+}
+
+// takeFrom moves to r the hottest queue of the most loaded donor that r can take without passing its
+// ceiling or the donor's ratio, and reports whether it found one. Donors are tried most loaded first
+// (ties by member order); it usually takes the first, so they are picked by a scan, not sorted.
+func (ls *loadState) takeFrom(r int32, donors []int32, ratio func(int32) float64) bool {
+	for len(donors) > 0 {
+		k := 0
+		for j, d := range donors {
+			if ratio(d) > ratio(donors[k]) || ratio(d) == ratio(donors[k]) && d < donors[k] {
+				k = j
+			}
+		}
+		d := donors[k]
+		donors[k] = donors[len(donors)-1]
+		donors = donors[:len(donors)-1]
+		if d == r || ratio(d) <= ratio(r) {
+			if ratio(d) <= ratio(r) {
+				return false // every donor left is at most as loaded as r
+			}
+			continue
+		}
+		best := -1
+		for k, p := range ls.held[d] {
+			l := ls.qload[p]
+			if ls.load[r]+l > ls.ceiling(int(r)) || (ls.load[r]+l)/ls.fair[r] >= ratio(d) {
+				continue
+			}
+			if best < 0 || l > ls.qload[ls.held[d][best]] {
+				best = k
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		p := ls.held[d][best]
+		ls.held[d] = slices.Delete(ls.held[d], best, best+1)
+		ls.load[d] -= ls.qload[p]
+		ls.held[r] = append(ls.held[r], p)
+		ls.load[r] += ls.qload[p]
+		return true
+	}
+	return false
+}
+
+// memberHeap orders members by load over weight, then by index (member id order).
+type memberHeap struct {
+	ls      *loadState
+	members []int32
+	at      map[int32]int // member -> its index in members
+}
+
+func (h *memberHeap) push(m int32) {
+	if h.at == nil {
+		h.at = map[int32]int{}
+	}
+	heap.Push(h, m)
+}
+
+// min is the least loaded member.
+func (h *memberHeap) min() int32 { return h.members[0] }
+
+// fix restores the order after m's load changed.
+func (h *memberHeap) fix(m int32) { heap.Fix(h, h.at[m]) }
+
+// Len, Less, Swap, Push and Pop implement heap.Interface.
+func (h *memberHeap) Len() int { return len(h.members) }
+
+func (h *memberHeap) Less(a, b int) bool {
+	ma, mb := h.members[a], h.members[b]
+	ra := h.ls.load[ma] / float64(h.ls.weight[ma])
+	rb := h.ls.load[mb] / float64(h.ls.weight[mb])
+	return ra < rb || ra == rb && ma < mb
+}
+
+func (h *memberHeap) Swap(a, b int) {
+	h.members[a], h.members[b] = h.members[b], h.members[a]
+	h.at[h.members[a]], h.at[h.members[b]] = a, b
+}
+
+func (h *memberHeap) Push(x any) {
+	m := x.(int32)
+	h.at[m] = len(h.members)
+	h.members = append(h.members, m)
+}
+
+func (h *memberHeap) Pop() any {
+	m := h.members[len(h.members)-1]
+	h.members = h.members[:len(h.members)-1]
+	delete(h.at, m)
+	return m
+}

@@ -1,0 +1,191 @@
+package allocate
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// loadGroup builds a random group: topics and brokers in zones, members with weights 1 to 3 in those
+// zones, log-normal queue loads (some queues unreported), and optionally a Zipf hot spot.
+func loadGroup(rng *rand.Rand, queues, members int, hot bool) Input {
+	in := Input{BrokerZones: map[string]string{}, QueueLoad: map[Queue]float64{}}
+	zones := []string{"z1", "z2", "z3"}
+	for b := range 4 {
+		in.BrokerZones[fmt.Sprintf("broker-%d", b)] = zones[b%len(zones)]
+	}
+	zipf := rand.NewZipf(rng, 1.5, 1, 1000)
+	for i := range queues {
+		q := Queue{Topic: "orders", Broker: fmt.Sprintf("broker-%d", i%4), ID: int32(i / 4)}
+		in.Queues = append(in.Queues, q)
+		if rng.IntN(10) == 0 {
+			continue // unreported: counts at the mean
+		}
+		load := math.Exp(rng.NormFloat64())
+		if hot {
+			load = float64(zipf.Uint64() + 1)
+		}
+		in.QueueLoad[q] = load
+	}
+	for i := range members {
+		in.Members = append(in.Members, Member{ID: fmt.Sprintf("m-%03d", i), Zone: zones[rng.IntN(len(zones))], Weight: int32(1 + rng.IntN(3))})
+	}
+	return in
+}
+
+// loads returns each member's load under plan, its fair share, and the load of its hottest queue, as
+// rule 2 defines them.
+func loads(in Input, plan Plan) (load, fair, hottest map[string]float64) {
+	var reported, sum float64
+	for _, v := range in.QueueLoad {
+		reported++
+		sum += v
+	}
+	mean := 1.0
+	if reported > 0 {
+		mean = sum / reported
+	}
+	of := func(q Queue) float64 {
+		if v, ok := in.QueueLoad[q]; ok {
+			return v
+		}
+		return mean
+	}
+	var total, weights float64
+	for _, q := range in.Queues {
+		total += of(q)
+	}
+	for _, m := range in.Members {
+		weights += float64(max(m.Weight, 1))
+	}
+	load, fair, hottest = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, m := range in.Members {
+		fair[m.ID] = total * float64(max(m.Weight, 1)) / weights
+		for _, q := range plan[m.ID] {
+			load[m.ID] += of(q)
+			hottest[m.ID] = max(hottest[m.ID], of(q))
+		}
+	}
+	return load, fair, hottest
+}
+
+// checkLoadBound fails unless every member carries at most max((1+t)F_i, F_i + h_i).
+func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) {
+	t.Helper()
+	load, fair, hottest := loads(in, plan)
+	for id, l := range load {
+		if bound := max((1+tol)*fair[id], fair[id]+hottest[id]); l > bound*(1+1e-9) {
+			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, l, bound, fair[id], hottest[id])
+		}
+	}
+}
+
+func TestStickyByLoadProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 17))
+	tol := 0.1
+	s := mustNew(t, Sticky, Params{BalanceBy: BalanceByLoad, LoadTolerance: &tol})
+	for round := range 300 {
+		queues, members := 1+rng.IntN(400), 1+rng.IntN(40)
+		in := loadGroup(rng, queues, members, round%3 == 0)
+		name := fmt.Sprintf("round %d: %d queues, %d members", round, queues, members)
+
+		first, err := s.Allocate(in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkEveryQueueOwnedOnce(t, in, first)
+		checkLoadBound(t, in, first, tol)
+		again, err := s.Allocate(shuffled(in, rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := planDiff(first, again); d != "" {
+			t.Fatalf("%s: the same group in another order gives another plan: %s", name, d)
+		}
+
+		// Re-planning what it planned, for the same members and loads, moves nothing.
+		in.Previous = first
+		if same, _ := s.Allocate(in); Moved(first, same) != 0 {
+			t.Fatalf("%s: re-planning its own plan moves %d queues", name, Moved(first, same))
+		}
+
+		// Loads drift by up to 5%: the plan stays as long as it is within the bound for the new loads.
+		drifted := in
+		drifted.QueueLoad = map[Queue]float64{}
+		for q, v := range in.QueueLoad {
+			drifted.QueueLoad[q] = v * (0.95 + 0.1*rng.Float64())
+		}
+		next, err := s.Allocate(drifted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEveryQueueOwnedOnce(t, drifted, next)
+		checkLoadBound(t, drifted, next, tol)
+		if withinBound(drifted, first, tol) && Moved(first, next) != 0 {
+			t.Fatalf("%s: loads drifted within the bound, yet %d queues moved", name, Moved(first, next))
+		}
+
+		// A member joins (and, every other round, one leaves): the bound holds, and the newcomer gets
+		// work when there is enough to share.
+		changed := drifted
+		changed.Previous = next
+		changed.Members = append(slices.Clone(changed.Members[round%2:]), Member{ID: "new", Zone: "z1", Weight: 1})
+		after, err := s.Allocate(changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEveryQueueOwnedOnce(t, changed, after)
+		checkLoadBound(t, changed, after, tol)
+		if queues >= 4*len(changed.Members) && len(after["new"]) == 0 {
+			t.Fatalf("%s: a member joined %d members sharing %d queues and got nothing", name, len(changed.Members)-1, queues)
+		}
+	}
+}
+
+func withinBound(in Input, plan Plan, tol float64) bool {
+	load, fair, hottest := loads(in, plan)
+	for id, l := range load {
+		if l > max((1+tol)*fair[id], fair[id]+hottest[id]) {
+			return false
+		}
+	}
+	return true
+}
+
+// On a skewed group Sticky by load keeps the busiest member near its share where balancing by count
+// does not: the measure the issue starts from.
+func TestStickyByLoadBeatsCountOnSkew(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	in := loadGroup(rng, 256, 12, false)
+	for i := range in.Members {
+		in.Members[i].Weight = 1
+	}
+	busiest := func(p Params) float64 {
+		plan, err := mustNew(t, Sticky, p).Allocate(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		load, fair, _ := loads(in, plan)
+		var worst float64
+		for id, l := range load {
+			worst = max(worst, l/fair[id])
+		}
+		return worst
+	}
+	byCount, byLoad := busiest(Params{}), busiest(Params{BalanceBy: BalanceByLoad})
+	t.Logf("busiest member over its share: %.3f by count, %.3f by load", byCount, byLoad)
+	if byLoad > 1+DefaultLoadTolerance || byLoad >= byCount {
+		t.Errorf("by load the busiest member carries %.3f of its share (by count %.3f): want at most %.2f", byLoad, byCount, 1+DefaultLoadTolerance)
+	}
+}
+
+func TestStickyByLoadParameters(t *testing.T) {
+	bad := -0.5
+	for _, p := range []Params{{BalanceBy: "Bytes"}, {BalanceBy: BalanceByLoad, LoadTolerance: &bad}} {
+		if _, err := New(Sticky, p); err == nil {
+			t.Errorf("New(Sticky, %+v) accepted it", p)
+		}
+	}
+}
