@@ -64,6 +64,9 @@ type decision struct {
 	paused bool
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
+	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load; 0 for
+	// others.
+	loadRebalanceDue time.Duration
 }
 
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, what to
@@ -84,6 +87,9 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 		}
 	}
 	p.cleanUpLeases()
+	if due := p.d.loadRebalanceDue; due > 0 && (p.d.requeueAfter == 0 || due < p.d.requeueAfter) {
+		p.d.requeueAfter = due
+	}
 	return p.d
 }
 
@@ -275,17 +281,77 @@ func (p *decider) allocate() *problem {
 		}
 		return nil
 	}
-	out, err := p.env.strategy.Allocate(allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: p.previousPlan()})
+	previous := p.previousPlan()
+	byLoad := p.balancesByLoad()
+	in := allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: previous}
+	if byLoad {
+		in.QueueLoad = p.reportedLoad()
+	}
+	out, err := p.env.strategy.Allocate(in)
 	if err != nil {
 		return strategyProblem(&p.group.Spec.Strategy, ReasonAllocationFailed, err)
 	}
 	if err := allocate.CheckPartition(p.queues, members, out); err != nil {
 		return &problem{ReasonAllocationFailed, err.Error()}
 	}
+	if byLoad {
+		// Loads reach the Leases with renewals, which start no pass: look at them again every interval.
+		// When only loads changed, rebalance at most once per interval, and look again when it has passed.
+		interval := durationOr(p.group.Spec.Strategy.Sticky.LoadRebalanceIntervalSeconds, defaultLoadRebalanceInterval)
+		p.d.loadRebalanceDue = interval
+		if allocate.Moved(previous, out) > 0 && coversExactly(previous, members, p.queues) {
+			// The annotation keeps whole seconds: count from the end of its second.
+			if wait := p.obs.published.RebalancedAt.Add(interval + time.Second).Sub(p.env.now); wait > 0 {
+				out, p.d.loadRebalanceDue = previous, wait
+			}
+		}
+	}
 	for _, m := range members {
 		p.target[m.ID] = out[m.ID]
 	}
 	return nil
+}
+
+// defaultLoadRebalanceInterval is spec.strategy.sticky.loadRebalanceIntervalSeconds' default.
+const defaultLoadRebalanceInterval = 60 * time.Second
+
+// balancesByLoad reports whether the group's Sticky balances reported load.
+func (p *decider) balancesByLoad() bool {
+	st := p.group.Spec.Strategy.Sticky
+	return p.group.Spec.Strategy.Type == v1alpha1.Sticky && st != nil && st.BalanceBy == v1alpha1.BalanceByLoad
+}
+
+// reportedLoad is the load the members report per queue, from their Leases. Where two report one queue
+// (a handoff in flight), the higher counts.
+func (p *decider) reportedLoad() map[allocate.Queue]float64 {
+	loads := map[allocate.Queue]float64{}
+	for _, m := range p.d.members {
+		l := p.leaseOf[m.Pod]
+		if l == nil || l.PodUID != m.UID {
+			continue
+		}
+		for q, v := range l.Load {
+			loads[q] = max(loads[q], v)
+		}
+	}
+	return loads
+}
+
+// coversExactly reports whether plan gives every queue to one of members and has an entry for each member
+// and no one else: the members and queues it was made for are those of now.
+func coversExactly(plan allocate.Plan, members []allocate.Member, queues []allocate.Queue) bool {
+	if len(plan) != len(members) || allocate.CheckPartition(queues, members, plan) != nil {
+		return false
+	}
+	held := 0
+	for _, m := range members {
+		qs, ok := plan[m.ID]
+		if !ok {
+			return false
+		}
+		held += len(qs)
+	}
+	return held == len(queues)
 }
 
 // strategyProblem turns a strategy's error into a problem; one about a parameter names its field.

@@ -292,7 +292,41 @@ type StickyParameters struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1024
 	MaxSkew *int32 `json:"maxSkew,omitempty"`
+
+	// balanceBy is what Sticky balances: Queues, the number of queues each member reads (weighted), or
+	// Load, the load members report per queue through their Leases (docs/protocol.md, load reports). A
+	// queue nobody reports counts at the mean reported load. maxSkew applies to Queues only.
+	// +optional
+	// +kubebuilder:default=Queues
+	BalanceBy BalanceBy `json:"balanceBy,omitempty"`
+
+	// loadTolerancePercent is how far above its weighted fair share of the load a member may go before
+	// queues move, with balanceBy Load: a member carries at most max((1 + tolerance) * its share, its share
+	// plus the load of the hottest queue it holds).
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	LoadTolerancePercent *int32 `json:"loadTolerancePercent,omitempty"`
+
+	// loadRebalanceIntervalSeconds is the least time between two rebalances that only load changes cause,
+	// with balanceBy Load; a change of members or queues replans at once.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	LoadRebalanceIntervalSeconds *int32 `json:"loadRebalanceIntervalSeconds,omitempty"`
 }
+
+// BalanceBy is what Sticky balances.
+// +kubebuilder:validation:Enum=Queues;Load
+type BalanceBy string
+
+// The quantities Sticky balances.
+const (
+	BalanceByQueues = BalanceBy(allocate.BalanceByQueues)
+	BalanceByLoad   = BalanceBy(allocate.BalanceByLoad)
+)
 
 // MemberIdentity says what identifies a member: the pod name unless annotation is set.
 // +kubebuilder:validation:XValidation:rule="!(has(self.podName) && has(self.annotation))",message="spec.memberIdentity: set at most one of podName or annotation"

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
@@ -38,8 +40,14 @@ func (s *Strategy) Params(strict bool) allocate.Params {
 	} else if s.Type == ByConfig {
 		p.Assignments = map[string][]allocate.Queue{}
 	}
-	if s.Sticky != nil && s.Sticky.MaxSkew != nil {
-		p.MaxSkew = *s.Sticky.MaxSkew
+	if st := s.Sticky; st != nil {
+		if st.MaxSkew != nil {
+			p.MaxSkew = *st.MaxSkew
+		}
+		p.BalanceBy = string(st.BalanceBy)
+		if st.LoadTolerancePercent != nil {
+			p.LoadTolerance = ptr.To(float64(*st.LoadTolerancePercent) / 100)
+		}
 	}
 	return p
 }

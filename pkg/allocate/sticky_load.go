@@ -1,6 +1,7 @@
 package allocate
 
 import (
+	"cmp"
 	"container/heap"
 	"math"
 	"slices"
@@ -53,7 +54,7 @@ func (st *stickyState) allocateByLoad(tol float64) {
 	if !ls.settled() {
 		ls.shed()
 		ls.place()
-		ls.fill()
+		ls.rebalance()
 	}
 	st.count = make([]int32, len(st.members))
 	for i, qs := range ls.held {
@@ -118,8 +119,9 @@ func (ls *loadState) ceiling(i int) float64 { return (1 + ls.tol) * ls.fair[i] }
 func (ls *loadState) bound(i int) float64 { return max(ls.ceiling(i), ls.fair[i]+ls.hottest(i)) }
 
 // settled reports whether the previous plan stands as it is (hysteresis): every queue has an owner that
-// is still a member, every member had an entry in it, and every member is within its bound. A plan this
-// strategy made for the same members and loads always is, so re-planning moves nothing.
+// is still a member, every member had an entry in it and is within its bound, and no move of rebalance
+// remains. A plan this strategy made for the same members and loads always is, so re-planning moves
+// nothing.
 func (ls *loadState) settled() bool {
 	if slices.Contains(ls.owner, -1) {
 		return false
@@ -129,7 +131,7 @@ func (ls *loadState) settled() bool {
 			return false
 		}
 	}
-	return true
+	return !ls.fillOne(false) && !ls.relieveOne(false)
 }
 
 func (ls *loadState) hottest(i int) float64 {
@@ -224,73 +226,122 @@ func (ls *loadState) place() {
 	}
 }
 
-// fill lets a member below (1-t) times its share take queues from members more loaded relative to their
-// shares, most loaded first, one queue at a time, as long as the move leaves the receiver within its
-// ceiling and less loaded, relative to its share, than the donor was: a member that joins gets its share.
-func (ls *loadState) fill() {
-	ratio := func(i int32) float64 { return ls.load[i] / ls.fair[i] }
-	donors := make([]int32, 0, len(ls.members))
+// rebalance moves one queue at a time, while a move helps, until neither of two kinds of move remains:
+//   - fill: the member furthest below (1-t) times its share takes the hottest queue it can from the
+//     members most loaded relative to their shares, staying within its ceiling and below the donor's
+//     ratio (a member that joins gets its share);
+//   - relieve: a member above its ceiling and carrying more than its hottest queue gives the least loaded
+//     member (relative to its share) the hottest queue that leaves that member below the giver's ratio.
+//
+// Each move lowers the higher ratio of the two members, so the loop ends; it is also capped at one move
+// per queue. A plan from which neither kind of move remains is settled: re-planning it moves nothing.
+func (ls *loadState) rebalance() {
 	for moves := 0; moves < len(ls.order); moves++ {
-		r := int32(-1)
-		donors = donors[:0]
-		for i := range int32(len(ls.members)) {
-			if ls.fair[i] == 0 {
-				continue
-			}
-			if ls.load[i] < (1-ls.tol)*ls.fair[i] && (r < 0 || ratio(i) < ratio(r)) {
-				r = i
-			}
-			if len(ls.held[i]) > 1 {
-				donors = append(donors, i)
-			}
-		}
-		if r < 0 || !ls.takeFrom(r, donors, ratio) {
+		if !ls.fillOne(true) && !ls.relieveOne(true) {
 			return
 		}
 	}
 }
 
-// takeFrom moves to r the hottest queue of the most loaded donor that r can take without passing its
-// ceiling or the donor's ratio, and reports whether it found one. Donors are tried most loaded first
-// (ties by member order); it usually takes the first, so they are picked by a scan, not sorted.
-func (ls *loadState) takeFrom(r int32, donors []int32, ratio func(int32) float64) bool {
+func (ls *loadState) ratio(i int32) float64 { return ls.load[i] / ls.fair[i] }
+
+// fillOne finds a fill move and, when apply is set, makes it; it reports whether there was one.
+func (ls *loadState) fillOne(apply bool) bool {
+	r := int32(-1)
+	var donors []int32
+	for i := range int32(len(ls.members)) {
+		if ls.fair[i] == 0 {
+			continue
+		}
+		if ls.load[i] < (1-ls.tol)*ls.fair[i] && (r < 0 || ls.ratio(i) < ls.ratio(r)) {
+			r = i
+		}
+		if len(ls.held[i]) > 1 {
+			donors = append(donors, i)
+		}
+	}
+	if r < 0 {
+		return false
+	}
+	// Donors most loaded first (ties by member order); the first usually gives, so they are picked by a
+	// scan, not sorted.
 	for len(donors) > 0 {
 		k := 0
 		for j, d := range donors {
-			if ratio(d) > ratio(donors[k]) || ratio(d) == ratio(donors[k]) && d < donors[k] {
+			if ls.ratio(d) > ls.ratio(donors[k]) || ls.ratio(d) == ls.ratio(donors[k]) && d < donors[k] {
 				k = j
 			}
 		}
 		d := donors[k]
 		donors[k] = donors[len(donors)-1]
 		donors = donors[:len(donors)-1]
-		if d == r || ratio(d) <= ratio(r) {
-			if ratio(d) <= ratio(r) {
-				return false // every donor left is at most as loaded as r
-			}
+		if ls.ratio(d) <= ls.ratio(r) {
+			return false // every donor left is at most as loaded as r
+		}
+		if d == r {
 			continue
 		}
-		best := -1
-		for k, p := range ls.held[d] {
-			l := ls.qload[p]
-			if ls.load[r]+l > ls.ceiling(int(r)) || (ls.load[r]+l)/ls.fair[r] >= ratio(d) {
-				continue
-			}
-			if best < 0 || l > ls.qload[ls.held[d][best]] {
-				best = k
-			}
+		if ls.give(d, r, ls.ceiling(int(r)), apply) {
+			return true
 		}
-		if best < 0 {
+	}
+	return false
+}
+
+// relieveOne finds a relieve move and, when apply is set, makes it; it reports whether there was one.
+func (ls *loadState) relieveOne(apply bool) bool {
+	r := int32(-1)
+	var givers []int32
+	for i := range int32(len(ls.members)) {
+		if ls.fair[i] == 0 {
 			continue
 		}
+		if r < 0 || ls.ratio(i) < ls.ratio(r) {
+			r = i
+		}
+		if len(ls.held[i]) > 1 && ls.load[i] > ls.ceiling(int(i)) && ls.load[i] > ls.hottest(int(i)) {
+			givers = append(givers, i)
+		}
+	}
+	// The most loaded giver first, ties by member order.
+	slices.SortFunc(givers, func(a, b int32) int {
+		if c := cmp.Compare(ls.ratio(b), ls.ratio(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for _, d := range givers {
+		if d != r && ls.give(d, r, math.Inf(1), apply) {
+			return true
+		}
+	}
+	return false
+}
+
+// give moves from d to r the hottest of d's queues that keeps r within limit and below d's ratio, when
+// apply is set, and reports whether d had one.
+func (ls *loadState) give(d, r int32, limit float64, apply bool) bool {
+	best := -1
+	for k, p := range ls.held[d] {
+		l := ls.qload[p]
+		if ls.load[r]+l > limit || (ls.load[r]+l)/ls.fair[r] >= ls.ratio(d) {
+			continue
+		}
+		if best < 0 || l > ls.qload[ls.held[d][best]] {
+			best = k
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	if apply {
 		p := ls.held[d][best]
 		ls.held[d] = slices.Delete(ls.held[d], best, best+1)
 		ls.load[d] -= ls.qload[p]
 		ls.held[r] = append(ls.held[r], p)
 		ls.load[r] += ls.qload[p]
-		return true
 	}
-	return false
+	return true
 }
 
 // memberHeap orders members by load over weight, then by index (member id order).
