@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
 func main() {
@@ -28,6 +30,8 @@ func mainErr(args []string, w io.Writer) error {
 	strategies := fs.String("strategies", "", "comma-separated strategy names; empty means every registered strategy except ByConfig")
 	format := fs.String("format", "json", "output format: json, table, svg or markdown")
 	maxSkew := fs.Int("max-skew", 0, "Sticky's MaxSkew")
+	balanceBy := fs.String("balance-by", allocate.BalanceByQueues, "what Sticky balances: Queues or Load (the scenario's queueLoad)")
+	tolerance := fs.Int("load-tolerance", 10, "Sticky's load tolerance, in percent, and the bound withinLoadBound checks")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +43,7 @@ func mainErr(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out, err := run(sc, names, int32(*maxSkew))
+	out, err := run(sc, names, options{maxSkew: int32(*maxSkew), balanceBy: *balanceBy, tolerance: float64(*tolerance) / 100})
 	if err != nil {
 		return err
 	}
@@ -64,11 +68,12 @@ func mainErr(args []string, w io.Writer) error {
 func writeTable(w io.Writer, out Output) error {
 	// The rows are built in memory, where writes cannot fail, and written out once.
 	var b strings.Builder
-	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tERROR")
+	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tERROR")
 	for _, r := range out.Results {
 		for i, s := range r.Steps {
-			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n",
-				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.Balanced, s.Error)
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%s\n",
+				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.Balanced,
+				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.Error)
 		}
 	}
 	for _, s := range out.Skipped {
@@ -101,6 +106,14 @@ func writeMarkdown(w io.Writer, sc Scenario, out Output) error {
 			s := r.Steps[i]
 			if s.Error != "" {
 				fmt.Fprint(&b, " error |")
+				continue
+			}
+			if s.MeanMemberLoad > 0 {
+				mark := ""
+				if !s.WithinLoadBound {
+					mark = " ✗"
+				}
+				fmt.Fprintf(&b, " %d moved (load %.3g); busiest %.2f× mean%s |", s.Moved, s.MovedLoad, s.MaxMemberLoad/s.MeanMemberLoad, mark)
 				continue
 			}
 			mark := ""

@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 )
@@ -31,6 +34,9 @@ type Step struct {
 	Members []Member `json:"members"`
 	// Topics, when set, replaces the topics from this step on.
 	Topics []Topic `json:"topics,omitempty"`
+	// QueueLoad, when set, replaces every queue's load from this step on, by "topic/broker/id"; a queue
+	// it does not list has load 0. A scenario without it balances and measures queue counts only.
+	QueueLoad map[string]float64 `json:"queueLoad,omitempty"`
 }
 
 // Member is one consumer pod.
@@ -130,7 +136,7 @@ func builtins() []Scenario {
 	nine := pods(9)
 	zoneC := []string{"pod-2", "pod-5", "pod-8"}
 
-	return []Scenario{
+	return append([]Scenario{
 		{
 			Name:        "scale-out",
 			Description: "A group of 10 pods grows to 11, 12 and 16 pods; 48 queues over three zones.",
@@ -179,6 +185,78 @@ func builtins() []Scenario {
 				{Label: "pod-0 w=2", Members: withWeight(pods(4), map[string]int32{"pod-0": 2})},
 				{Label: "pod-0 w=4, pod-1 w=2", Members: withWeight(pods(4), map[string]int32{"pod-0": 4, "pod-1": 2})},
 				{Label: "equal again", Members: pods(4)},
+			},
+		},
+	}, loadScenarios()...)
+}
+
+// loadScenarios are the built-in scenarios with per-queue load: 48 queues over three zones and 8 pods,
+// whose loads are drawn from a seeded generator, so that every run and every plot is the same.
+func loadScenarios() []Scenario {
+	topics := orders(16)
+	queues := func() []string {
+		var qs []string
+		for _, b := range topics[0].Brokers {
+			for id := range b.Queues {
+				qs = append(qs, fmt.Sprintf("%s/%s/%d", topics[0].Name, b.Name, id))
+			}
+		}
+		return qs
+	}()
+	rng := rand.New(rand.NewPCG(2026, 12))
+	logNormal := func() map[string]float64 {
+		loads := map[string]float64{}
+		for _, q := range queues {
+			loads[q] = math.Round(100*math.Exp(rng.NormFloat64())) / 10
+		}
+		return loads
+	}
+	// hotSpot gives the queues of broker hot a Zipf-like load, rank r carrying 40/r, and every other
+	// queue a load of 1.
+	hotSpot := func(hot string) map[string]float64 {
+		loads := map[string]float64{}
+		rank := 1
+		for _, q := range queues {
+			loads[q] = 1
+			if strings.Contains(q, "/"+hot+"/") {
+				loads[q] = math.Round(400/float64(rank)) / 10
+				rank++
+			}
+		}
+		return loads
+	}
+	eight := pods(8)
+	return []Scenario{
+		{
+			Name:        "load-lognormal",
+			Description: "Eight pods read 48 queues whose loads are log-normal; the loads change, a pod joins, one leaves.",
+			Topics:      topics,
+			Steps: []Step{
+				{Label: "8 pods", Members: eight, QueueLoad: logNormal()},
+				{Label: "loads change", Members: eight, QueueLoad: logNormal()},
+				{Label: "pod-8 joins", Members: pods(9)},
+				{Label: "pod-3 leaves", Members: without(pods(9), "pod-3")},
+			},
+		},
+		{
+			Name:        "load-hotspot",
+			Description: "Broker-a's queues carry a Zipf hot spot (40, 20, 13, ... per queue), every other queue 1; a pod joins.",
+			Topics:      topics,
+			Steps: []Step{
+				{Label: "uniform", Members: eight, QueueLoad: hotSpot("none")},
+				{Label: "hot spot", Members: eight, QueueLoad: hotSpot("broker-a")},
+				{Label: "pod-8 joins", Members: pods(9)},
+			},
+		},
+		{
+			Name:        "load-wandering",
+			Description: "The Zipf hot spot moves from broker-a to broker-b to broker-c and away again, over eight pods.",
+			Topics:      topics,
+			Steps: []Step{
+				{Label: "on broker-a", Members: eight, QueueLoad: hotSpot("broker-a")},
+				{Label: "on broker-b", Members: eight, QueueLoad: hotSpot("broker-b")},
+				{Label: "on broker-c", Members: eight, QueueLoad: hotSpot("broker-c")},
+				{Label: "gone", Members: eight, QueueLoad: hotSpot("none")},
 			},
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Output is the simulator's JSON document: the scenario, its step labels, one Result per strategy, and
@@ -36,9 +37,35 @@ type StepResult struct {
 	CrossZone int `json:"crossZone"`
 	// Balanced is true when every queue has one owner and every member holds floor or ceil of its weighted
 	// share (allocate.Balanced).
-	Balanced bool                `json:"balanced"`
-	Error    string              `json:"error,omitempty"`
-	Plan     map[string][]string `json:"plan"`
+	Balanced bool `json:"balanced"`
+	// MaxMemberLoad and MeanMemberLoad are the busiest member's load and the members' mean; MovedLoad is the
+	// load of the queues Moved counts. WithinLoadBound is true when every member carries at most
+	// max((1+t) times its weighted fair share, that share plus its hottest queue), t the tolerance (the
+	// bound Sticky keeps when it balances by load). All four are zero, and WithinLoadBound false, in a
+	// scenario without loads.
+	MaxMemberLoad   float64 `json:"maxMemberLoad"`
+	MeanMemberLoad  float64 `json:"meanMemberLoad"`
+	MovedLoad       float64 `json:"movedLoad"`
+	WithinLoadBound bool    `json:"withinLoadBound"`
+
+	Error string              `json:"error,omitempty"`
+	Plan  map[string][]string `json:"plan"`
+}
+
+// options are the parameters the simulator gives Sticky.
+type options struct {
+	maxSkew int32
+	// balanceBy is Sticky's BalanceBy; tolerance its LoadTolerance, also the bound WithinLoadBound checks.
+	balanceBy string
+	tolerance float64
+}
+
+// label is the name a strategy's results go under: Sticky balancing by load says so.
+func (o options) label(name allocate.Name) string {
+	if name == allocate.Sticky && o.balanceBy == allocate.BalanceByLoad {
+		return string(name) + " (by load)"
+	}
+	return string(name)
 }
 
 // byConfigSkipped explains why ByConfig is never simulated.
@@ -74,8 +101,8 @@ func strategyNames(flag string) ([]allocate.Name, []string, error) {
 }
 
 // strategyFor builds the named strategy with the parameters the simulator gives it.
-func strategyFor(name allocate.Name, sc Scenario, maxSkew int32) (allocate.Strategy, error) {
-	p := allocate.Params{MaxSkew: maxSkew}
+func strategyFor(name allocate.Name, sc Scenario, o options) (allocate.Strategy, error) {
+	p := allocate.Params{MaxSkew: o.maxSkew, BalanceBy: o.balanceBy, LoadTolerance: &o.tolerance}
 	switch name {
 	case allocate.MachineRoomNearby:
 		p.Inner = allocate.Averagely
@@ -106,7 +133,7 @@ func scenarioZones(sc Scenario) []string {
 }
 
 // run replays sc through every named strategy, feeding each plan back as the next previous plan.
-func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
+func run(sc Scenario, names []allocate.Name, o options) (Output, error) {
 	out := Output{Scenario: sc.Name}
 	for i, st := range sc.Steps {
 		label := st.Label
@@ -116,18 +143,25 @@ func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
 		out.Labels = append(out.Labels, label)
 	}
 	for _, name := range names {
-		s, err := strategyFor(name, sc, maxSkew)
+		s, err := strategyFor(name, sc, o)
 		if err != nil {
 			return Output{}, fmt.Errorf("strategy %s: %w", name, err)
 		}
-		res := Result{Strategy: string(name)}
+		res := Result{Strategy: o.label(name)}
 		topics := sc.Topics
 		var prev allocate.Plan
+		var loads map[string]float64
 		for _, st := range sc.Steps {
 			if st.Topics != nil {
 				topics = st.Topics
 			}
-			in := input(topics, st.Members, prev)
+			if st.QueueLoad != nil {
+				loads = st.QueueLoad
+			}
+			in, err := input(topics, st.Members, prev, loads)
+			if err != nil {
+				return Output{}, err
+			}
 			var plan allocate.Plan
 			if name == allocate.Sticky {
 				plan, err = s.Allocate(in)
@@ -139,7 +173,7 @@ func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
 				step.Error = err.Error()
 				plan = allocate.Plan{}
 			}
-			measure(&step, in, plan)
+			measure(&step, in, plan, o.tolerance)
 			res.Steps = append(res.Steps, step)
 			prev = plan
 		}
@@ -148,7 +182,9 @@ func run(sc Scenario, names []allocate.Name, maxSkew int32) (Output, error) {
 	return out, nil
 }
 
-func input(topics []Topic, members []Member, prev allocate.Plan) allocate.Input {
+// input is the strategies' input at one step; loads, when not nil, give every queue its load (0 when
+// unlisted).
+func input(topics []Topic, members []Member, prev allocate.Plan, loads map[string]float64) (allocate.Input, error) {
 	in := allocate.Input{BrokerZones: map[string]string{}, Previous: prev}
 	for _, t := range topics {
 		for _, b := range t.Brokers {
@@ -161,7 +197,23 @@ func input(topics []Topic, members []Member, prev allocate.Plan) allocate.Input 
 	for _, m := range members {
 		in.Members = append(in.Members, allocate.Member{ID: m.ID, Zone: m.Zone, Weight: max(m.Weight, 1)})
 	}
-	return in
+	if loads != nil {
+		in.QueueLoad = make(map[allocate.Queue]float64, len(in.Queues))
+		for _, q := range in.Queues {
+			in.QueueLoad[q] = 0
+		}
+		for key, v := range loads {
+			q, err := protocol.ParseQueue(key)
+			if err != nil {
+				return allocate.Input{}, fmt.Errorf("queueLoad: %w", err)
+			}
+			in.QueueLoad[q] = v
+		}
+		if err := protocol.CheckLoad(in.QueueLoad); err != nil {
+			return allocate.Input{}, fmt.Errorf("queueLoad: %w", err)
+		}
+	}
+	return in, nil
 }
 
 // perTopic runs a RocketMQ strategy as a RocketMQ client does: once per subscribed topic, over that
@@ -202,8 +254,9 @@ func perTopic(s allocate.Strategy, in allocate.Input, roomInBrokerName bool) (al
 	return plan, nil
 }
 
-// measure fills step's counters and plan from in and plan, with pkg/allocate's definitions.
-func measure(step *StepResult, in allocate.Input, plan allocate.Plan) {
+// measure fills step's counters and plan from in and plan, with pkg/allocate's definitions, and the load
+// measures against tolerance.
+func measure(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
 	step.Moved = allocate.Moved(in.Previous, plan)
 	step.CrossZone = allocate.CrossZone(in, plan)
 	step.Balanced = allocate.Balanced(in, plan)
@@ -223,6 +276,53 @@ func measure(step *StepResult, in allocate.Input, plan allocate.Plan) {
 		}
 		if i == 0 || n < step.MinLoad {
 			step.MinLoad = n
+		}
+	}
+	if in.QueueLoad != nil {
+		measureLoad(step, in, plan, tolerance)
+	}
+}
+
+// measureLoad fills step's load measures; every queue of in has a load.
+func measureLoad(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
+	var total, weights float64
+	for _, q := range in.Queues {
+		total += in.QueueLoad[q]
+	}
+	for _, m := range in.Members {
+		weights += float64(max(m.Weight, 1))
+	}
+	step.WithinLoadBound = true
+	for _, m := range in.Members {
+		var load, hottest float64
+		for _, q := range plan[m.ID] {
+			load += in.QueueLoad[q]
+			hottest = max(hottest, in.QueueLoad[q])
+		}
+		fair := total * float64(max(m.Weight, 1)) / weights
+		step.MaxMemberLoad = max(step.MaxMemberLoad, load)
+		if load > max((1+tolerance)*fair, fair+hottest)*(1+1e-9) {
+			step.WithinLoadBound = false
+		}
+	}
+	if len(in.Members) > 0 {
+		step.MeanMemberLoad = total / float64(len(in.Members))
+	}
+	// As allocate.Moved counts: a queue a member still in the plan held before and another holds now.
+	owner := map[allocate.Queue]string{}
+	for id, qs := range plan {
+		for _, q := range qs {
+			owner[q] = id
+		}
+	}
+	for id, qs := range in.Previous {
+		if _, stays := plan[id]; !stays {
+			continue
+		}
+		for _, q := range qs {
+			if o, ok := owner[q]; ok && o != id {
+				step.MovedLoad += in.QueueLoad[q]
+			}
 		}
 	}
 }

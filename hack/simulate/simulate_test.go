@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +23,7 @@ func TestBuiltinScenariosSticky(t *testing.T) {
 	}
 	fewerQueuesThanMembers := false
 	for _, sc := range builtins() {
-		out, err := run(sc, names, 0)
+		out, err := run(sc, names, options{tolerance: 0.1})
 		if err != nil {
 			t.Fatalf("%s: %v", sc.Name, err)
 		}
@@ -64,7 +66,7 @@ func TestMovedAndLowerBound(t *testing.T) {
 		t.Fatalf("lower bound %d, want 2", got)
 	}
 	var s StepResult
-	measure(&s, in, allocate.Plan{"a": {q(0), q(1)}, "b": {q(2), q(3)}, "c": {q(4), q(5)}})
+	measure(&s, in, allocate.Plan{"a": {q(0), q(1)}, "b": {q(2), q(3)}, "c": {q(4), q(5)}}, 0.1)
 	if s.Moved != 4 || s.MaxLoad != 2 || s.MinLoad != 2 || !s.Balanced || s.CrossZone != 6 {
 		t.Fatalf("got %+v", s)
 	}
@@ -120,5 +122,108 @@ func TestScenarioFile(t *testing.T) {
 	}
 	if len(out.Skipped) != 1 || !strings.HasPrefix(out.Skipped[0], "ByConfig") {
 		t.Fatalf("skipped %v", out.Skipped)
+	}
+}
+
+// TestLoadScenarios is the load-balancing acceptance check: on every built-in scenario with loads, Sticky
+// balancing by load stays within the load bound at every step, next to every RocketMQ strategy, some of
+// which do not.
+func TestLoadScenarios(t *testing.T) {
+	names, _, err := strategyNames("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{balanceBy: allocate.BalanceByLoad, tolerance: 0.1}
+	outOfBound := 0
+	for _, sc := range loadScenarios() {
+		out, err := run(sc, names, o)
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		for _, r := range out.Results {
+			for i, s := range r.Steps {
+				switch {
+				case s.Error != "":
+					t.Errorf("%s/%s/%s: %s", sc.Name, r.Strategy, out.Labels[i], s.Error)
+				case s.MeanMemberLoad <= 0 || s.MaxMemberLoad < s.MeanMemberLoad:
+					t.Errorf("%s/%s/%s: busiest member %v, mean %v", sc.Name, r.Strategy, out.Labels[i], s.MaxMemberLoad, s.MeanMemberLoad)
+				case s.Moved == 0 && s.MovedLoad != 0:
+					t.Errorf("%s/%s/%s: load %v moved with no queue", sc.Name, r.Strategy, out.Labels[i], s.MovedLoad)
+				}
+				if r.Strategy == o.label(allocate.Sticky) && !s.WithinLoadBound {
+					t.Errorf("%s/%s: Sticky by load is out of the load bound: busiest %v, mean %v", sc.Name, out.Labels[i], s.MaxMemberLoad, s.MeanMemberLoad)
+				}
+				if r.Strategy != o.label(allocate.Sticky) && !s.WithinLoadBound {
+					outOfBound++
+				}
+			}
+		}
+	}
+	if outOfBound == 0 {
+		t.Error("no RocketMQ strategy ever leaves the load bound: the scenarios show nothing")
+	}
+}
+
+func TestScenarioFileLoads(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", `{"topics":[{"name":"t","brokers":[{"name":"b","queues":4,"zone":"z"}]}],
+		"steps":[{"members":[{"id":"m0","zone":"z"},{"id":"m1","zone":"z"}],"queueLoad":{"t/b/0":30,"t/b/1":10}},
+		         {"members":[{"id":"m0","zone":"z"},{"id":"m1","zone":"z"}]}]}`)
+	var b bytes.Buffer
+	if err := mainErr([]string{"-scenario", good, "-strategies", "Sticky", "-balance-by", "Load", "-format", "json"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	// t/b/2 and t/b/3 are unlisted: load 0. 40 in all, 20 each; the hottest queue is 30, so one member
+	// carries it alone, and the second step keeps the first step's loads.
+	for i, s := range out.Results[0].Steps {
+		if s.MeanMemberLoad != 20 || s.MaxMemberLoad != 30 || !s.WithinLoadBound {
+			t.Errorf("step %d: %+v, want a mean of 20 and the busiest member at 30", i, s)
+		}
+	}
+	bad := write("bad.json", `{"topics":[{"name":"t","brokers":[{"name":"b","queues":1}]}],"steps":[{"members":[{"id":"m"}],"queueLoad":{"t-b-0":1}}]}`)
+	if err := mainErr([]string{"-scenario", bad, "-balance-by", "Load"}, &b); err == nil || !strings.Contains(err.Error(), "TOPIC/BROKER/ID") {
+		t.Errorf("a malformed queueLoad key: %v, want an error naming the form", err)
+	}
+	if err := mainErr([]string{"-scenario", good, "-balance-by", "Bytes"}, &b); err == nil || !strings.Contains(err.Error(), "balanceBy") {
+		t.Errorf("-balance-by Bytes: %v, want an error naming balanceBy", err)
+	}
+}
+
+func TestLoadPlot(t *testing.T) {
+	var b bytes.Buffer
+	if err := mainErr([]string{"-scenario", "load-hotspot", "-balance-by", "Load", "-format", "svg"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+		t.Fatalf("the plot is not well-formed XML: %v", err)
+	}
+	// The first panel's bar for Sticky at the hot spot: the busiest member over the mean, in percent.
+	var sc Scenario
+	for _, s := range loadScenarios() {
+		if s.Name == "load-hotspot" {
+			sc = s
+		}
+	}
+	out, err := run(sc, []allocate.Name{allocate.Sticky}, options{balanceBy: allocate.BalanceByLoad, tolerance: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.Results[0].Steps[1]
+	bar := fmt.Sprintf("Sticky (by load), hot spot: 0–%d<", int(math.Round(100*s.MaxMemberLoad/s.MeanMemberLoad)))
+	for _, want := range []string{"Load of the busiest member", "Averagely", bar} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the load plot lacks %q", want)
+		}
 	}
 }

@@ -29,7 +29,15 @@ type svgPanel struct {
 }
 
 func writeSVG(w io.Writer, sc Scenario, out Output) error {
-	panels := []svgPanel{
+	if hasLoad(sc) {
+		return writePanels(w, sc, out, loadPanels, "110% of the mean; lower bound")
+	}
+	return writePanels(w, sc, out, countPanels, "lower bound")
+}
+
+// countPanels plot queue counts; loadPanels, for a scenario with loads, the load each member carries.
+var (
+	countPanels = []svgPanel{
 		{"Queues moved (bars) against the fewest a balanced plan needs (black tick)", func(s StepResult) (int, int, int) {
 			return 0, s.Moved, s.LowerBound
 		}},
@@ -40,6 +48,37 @@ func writeSVG(w io.Writer, sc Scenario, out Output) error {
 			return 0, s.CrossZone, -1
 		}},
 	}
+	loadPanels = []svgPanel{
+		{"Load of the busiest member, % of the members' mean (black tick: 110%)", func(s StepResult) (int, int, int) {
+			if s.MeanMemberLoad == 0 {
+				return 0, 0, 110
+			}
+			return 0, int(math.Round(100 * s.MaxMemberLoad / s.MeanMemberLoad)), 110
+		}},
+		{"Queues moved (bars) against the fewest a count-balanced plan needs (black tick)", func(s StepResult) (int, int, int) {
+			return 0, s.Moved, s.LowerBound
+		}},
+		{"Load moved, % of the members' mean", func(s StepResult) (int, int, int) {
+			if s.MeanMemberLoad == 0 {
+				return 0, 0, -1
+			}
+			return 0, int(math.Round(100 * s.MovedLoad / s.MeanMemberLoad)), -1
+		}},
+	}
+)
+
+// hasLoad reports whether any step of sc gives queues a load.
+func hasLoad(sc Scenario) bool {
+	for _, st := range sc.Steps {
+		if st.QueueLoad != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writePanels draws panels; tickLegend says what the black ticks mark.
+func writePanels(w io.Writer, sc Scenario, out Output, panels []svgPanel, tickLegend string) error {
 	height := svgTop + len(panels)*(svgPanelH+svgPanelGap) + 10
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
@@ -56,7 +95,7 @@ func writeSVG(w io.Writer, sc Scenario, out Output) error {
 		x += 30 + 8*len(r.Strategy)
 	}
 	fmt.Fprintf(&b, `<line x1="%d" y1="62" x2="%d" y2="62" stroke="black" stroke-width="2.5"/>`, x, x+12)
-	fmt.Fprintf(&b, `<text x="%d" y="66" font-size="12">lower bound</text>`+"\n", x+16)
+	fmt.Fprintf(&b, `<text x="%d" y="66" font-size="12">%s</text>`+"\n", x+16, esc(tickLegend))
 	for _, s := range out.Skipped {
 		fmt.Fprintf(&b, `<text x="%d" y="80" font-size="10" fill="#666">skipped %s</text>`+"\n", svgLeft, esc(s))
 	}
