@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -124,6 +125,14 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 		status.QueueCount = int32(queues)
 	}
 	status.UnownedQueues = max(status.QueueCount-int32(queues), 0)
+	status.RecommendedMembers = nil
+	if group.Spec.Autoscaling != nil {
+		status.RecommendedMembers = d.recommended
+	}
+	status.TotalLoad = ""
+	if d.totalLoad != nil {
+		status.TotalLoad = strconv.FormatFloat(*d.totalLoad, 'g', 4, 64)
+	}
 
 	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message,

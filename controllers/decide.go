@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,9 +66,13 @@ type decision struct {
 	paused bool
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
-	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load; 0 for
-	// others.
+	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load or
+	// autoscaled; 0 for others.
 	loadRebalanceDue time.Duration
+	// totalLoad is the load the members report for the group's queues, and recommended the members it
+	// needs (spec.autoscaling); both nil when nobody reports load.
+	totalLoad   *float64
+	recommended *int32
 }
 
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, what to
@@ -87,6 +93,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 		}
 	}
 	p.cleanUpLeases()
+	p.recommend()
 	if due := p.d.loadRebalanceDue; due > 0 && (p.d.requeueAfter == 0 || due < p.d.requeueAfter) {
 		p.d.requeueAfter = due
 	}
@@ -335,6 +342,60 @@ func (p *decider) reportedLoad() map[allocate.Queue]float64 {
 		}
 	}
 	return loads
+}
+
+// recommend computes the total reported load and, with spec.autoscaling, how many members it needs.
+// Without reports it keeps the last recommendation: nothing says the load changed.
+func (p *decider) recommend() {
+	reported := p.reportedLoad()
+	if len(reported) == 0 || len(p.queues) == 0 {
+		p.d.recommended = p.group.Status.RecommendedMembers
+		return
+	}
+	var sum float64
+	for _, v := range reported {
+		sum += v
+	}
+	mean := sum / float64(len(reported))
+	var total float64
+	for _, q := range p.queues {
+		if v, ok := reported[q]; ok {
+			total += v
+		} else {
+			total += mean
+		}
+	}
+	p.d.totalLoad = &total
+	as := p.group.Spec.Autoscaling
+	if as == nil {
+		return
+	}
+	target, err := strconv.ParseFloat(as.TargetLoadPerMember, 64)
+	if err != nil || target <= 0 {
+		return // the API refuses it; an older object that slipped through gets no recommendation
+	}
+	var previous int32
+	if r := p.group.Status.RecommendedMembers; r != nil {
+		previous = *r
+	}
+	n := recommendMembers(total, target, len(p.queues), previous)
+	p.d.recommended = &n
+	// Loads arrive with renewals, which start no pass: look again within the default interval.
+	if p.d.loadRebalanceDue == 0 || defaultLoadRebalanceInterval < p.d.loadRebalanceDue {
+		p.d.loadRebalanceDue = defaultLoadRebalanceInterval
+	}
+}
+
+// recommendMembers is how many members carry total at target each: total / target rounded up, from 1 to
+// the queue count (a member without a queue reads nothing). It goes down from previous only once the
+// load is 10% below what the lower count carries at target, so that a load hovering at a boundary does
+// not flap the count.
+func recommendMembers(total, target float64, queues int, previous int32) int32 {
+	n := int32(math.Ceil(total / target))
+	if previous > 0 && n < previous {
+		n = min(previous, max(n, int32(math.Ceil(total/(0.9*target)))))
+	}
+	return max(1, min(n, int32(queues)))
 }
 
 // coversExactly reports whether plan gives every queue to one of members and has an entry for each member

@@ -142,3 +142,46 @@ func TestBalanceByLoad(t *testing.T) {
 		t.Errorf("queues read by two members: %v", v)
 	}
 }
+
+// TestRecommendedMembers: members report load through their Leases, and the group's status recommends
+// how many members that load needs at spec.autoscaling.targetLoadPerMember.
+func TestRecommendedMembers(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	g := testenv.Group(ns, "ag").Topic("t", testenv.Broker("b", 8, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Obj()
+	g.Spec.Autoscaling = &v1alpha1.Autoscaling{TargetLoadPerMember: "12.5"}
+	must(t, k8s.Create(context.Background(), g))
+	members := []*testenv.SimMember{
+		startSimMember(t, "ag", testenv.Pod(ns, "ag-0", "ag").Create(t, k8s), own),
+		startSimMember(t, "ag", testenv.Pod(ns, "ag-1", "ag").Create(t, k8s), own),
+	}
+	eventually(t, 20*time.Second, func() error {
+		for _, m := range members {
+			if n := len(own.Reading(m.Reader())); n != 4 {
+				return fmt.Errorf("%s reads %d queues, want 4", m.Pod.Name, n)
+			}
+		}
+		return nil
+	})
+	// 8 queues at 10 each: 80, over 12.5 per member: 7 members.
+	for _, m := range members {
+		report := map[allocate.Queue]float64{}
+		for _, q := range own.Reading(m.Reader()) {
+			report[q] = 10
+		}
+		must(t, m.Client.ReportLoad(report))
+	}
+	// The reports reach the Leases with the next renewal (every second here), and the group's pass
+	// follows loadPassDelay later.
+	eventually(t, loadPassDelay+10*time.Second, func() error {
+		g := getGroup(t, ns, "ag")
+		if g.Status.TotalLoad != "80" {
+			return fmt.Errorf("status.totalLoad %q, want 80", g.Status.TotalLoad)
+		}
+		if r := g.Status.RecommendedMembers; r == nil || *r != 7 {
+			return fmt.Errorf("status.recommendedMembers %v, want 7", ptrString(r))
+		}
+		return nil
+	})
+}

@@ -29,11 +29,14 @@ var (
 		Help:    "Time from the publication of a queue's revocation to the publication of its grant to another member.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 	}, groupLabels())
-	fencedTotal    = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
-	imbalanceGauge = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
-	crossZoneGauge = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
-	bytesGauge     = groupGauge("consumergroup_assignment_bytes", "Size of the entries of the assignment ConfigMaps, as last written by this replica.")
-	conditionGauge = groupGauge("consumergroup_status_condition", "1 for each condition's current status, 0 for the others.", "type", "status")
+	fencedTotal      = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
+	imbalanceGauge   = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
+	crossZoneGauge   = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
+	bytesGauge       = groupGauge("consumergroup_assignment_bytes", "Size of the entries of the assignment ConfigMaps, as last written by this replica.")
+	conditionGauge   = groupGauge("consumergroup_status_condition", "1 for each condition's current status, 0 for the others.", "type", "status")
+	recommendedGauge = groupGauge("consumergroup_recommended_members",
+		"Members the reported load needs at spec.autoscaling.targetLoadPerMember (status.recommendedMembers); absent without spec.autoscaling.")
+	loadGauge = groupGauge("consumergroup_load", "Load the members report for all the group's queues, a queue nobody reports counting at the mean (status.totalLoad).")
 
 	// groupCollectors are every metric above: registered once, and a deleted group's series removed from each.
 	groupCollectors = []interface {
@@ -41,7 +44,7 @@ var (
 		DeletePartialMatch(prometheus.Labels) int
 	}{
 		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, handoffSeconds,
-		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge,
+		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge, recommendedGauge, loadGauge,
 	}
 )
 
@@ -113,6 +116,14 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		}
 	}
 	fencedTotal.With(l).Add(float64(len(d.handoff.fenced)))
+	if status.RecommendedMembers != nil {
+		recommendedGauge.With(l).Set(float64(*status.RecommendedMembers))
+	} else {
+		recommendedGauge.Delete(l)
+	}
+	if d.totalLoad != nil {
+		loadGauge.With(l).Set(*d.totalLoad)
+	}
 
 	if !d.rebalanced || !d.published {
 		return

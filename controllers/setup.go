@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -74,6 +76,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
 			builder.WithPredicates(claimChanged())).
+		Watches(&coordinationv1.Lease{}, loadChanged()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
 		Complete(r)
@@ -124,6 +127,25 @@ func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Ob
 		}
 	}
 	return requests(out)
+}
+
+// loadPassDelay is how long after a member's load report changes its group's pass runs. Reports change
+// with renewals, every few seconds per member; the work queue keeps one delayed request per group, so a
+// group's loads cost it at most one pass per delay, however many members report.
+const loadPassDelay = 5 * time.Second
+
+// loadChanged queues a pass of the group of a Lease whose load report changed, loadPassDelay later.
+func loadChanged() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetAnnotations()[protocol.LoadAnnotation] == e.ObjectNew.GetAnnotations()[protocol.LoadAnnotation] {
+				return
+			}
+			for _, r := range groupOfLease(ctx, e.ObjectNew) {
+				q.AddAfter(r, loadPassDelay)
+			}
+		},
+	}
 }
 
 // groupOfLease maps a member's Lease to its group, named by the Lease's group label.

@@ -54,6 +54,21 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"both identities", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.MemberIdentity = v1alpha1.MemberIdentity{PodName: &v1alpha1.PodNameIdentity{}, Annotation: ptr.To("x")}
 		}, "spec.memberIdentity: set at most one of podName or annotation"},
+		{"balance by bytes", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{BalanceBy: "Bytes"}}
+		}, "spec.strategy.sticky.balanceBy"},
+		{"negative load tolerance", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{LoadTolerancePercent: ptr.To(int32(-5))}}
+		}, "spec.strategy.sticky.loadTolerancePercent"},
+		{"no load rebalance interval", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{LoadRebalanceIntervalSeconds: ptr.To(int32(0))}}
+		}, "spec.strategy.sticky.loadRebalanceIntervalSeconds"},
+		{"target load of zero", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Autoscaling = &v1alpha1.Autoscaling{TargetLoadPerMember: "0.0"}
+		}, "spec.autoscaling.targetLoadPerMember must be above 0"},
+		{"target load that is not a number", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Autoscaling = &v1alpha1.Autoscaling{TargetLoadPerMember: "1k"}
+		}, "spec.autoscaling.targetLoadPerMember"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,6 +88,25 @@ type ConsumerGroupSpec struct {
 	// that left wait for it. The Paused condition says so. `kubectl cg pause` and `kubectl cg resume` set it.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// autoscaling has the operator recommend how many members the group needs for the load they report
+	// (status.recommendedMembers, and the metric consumergroup_recommended_members), for KEDA or an
+	// HPA to scale the consumers by.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+}
+
+// Autoscaling configures the recommended member count.
+type Autoscaling struct {
+	// targetLoadPerMember is the load one member should carry, in the unit members report load in
+	// (docs/protocol.md, load reports), as a decimal number such as "250" or "12.5". The recommendation
+	// is the total load over it, rounded up, from 1 to the number of queues; it goes down only once the
+	// load is 10% below what the lower count could carry.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0",message="spec.autoscaling.targetLoadPerMember must be above 0"
+	TargetLoadPerMember string `json:"targetLoadPerMember"`
 }
 
 // HandoffMode says whether a queue's new owner waits for the old owner to let go.
@@ -388,6 +407,15 @@ type ConsumerGroupStatus struct {
 	// +optional
 	LastRebalanceTime *metav1.Time `json:"lastRebalanceTime,omitempty"`
 
+	// recommendedMembers is how many members the reported load needs, with spec.autoscaling set.
+	// +optional
+	RecommendedMembers *int32 `json:"recommendedMembers,omitempty"`
+
+	// totalLoad is the load the members report for all the group's queues (a queue nobody reports counts
+	// at the mean), as a decimal number; empty when nobody reports load.
+	// +optional
+	TotalLoad string `json:"totalLoad,omitempty"`
+
 	// conditions: Ready (the published assignment matches the spec and the current members), Degraded
 	// (the operator cannot compute a new assignment; the last good one stays published), Progressing (a
 	// cooperative handoff is in flight: some queues wait for their old reader to let go), Fenced (a
@@ -431,6 +459,7 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.assignmentGeneration`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Handoff",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`,priority=1
+// +kubebuilder:printcolumn:name="Recommended",type=integer,JSONPath=`.status.recommendedMembers`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConsumerGroup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,0 +1,86 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+func TestRecommendMembers(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		total, target  float64
+		queues         int
+		previous, want int32
+	}{
+		{"rounds up", 430, 100, 48, 0, 5},
+		{"at least one", 0, 100, 48, 0, 1},
+		{"no more than the queues (a member without a queue reads nothing)", 10000, 100, 12, 0, 12},
+		{"up at once", 501, 100, 48, 5, 6},
+		{"down not within 10% of the lower count's capacity", 395, 100, 48, 5, 5},
+		{"down once 10% below it", 355, 100, 48, 5, 4},
+		{"down several at once", 100, 100, 48, 5, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := recommendMembers(tc.total, tc.target, tc.queues, tc.previous); got != tc.want {
+				t.Errorf("recommendMembers(%v, %v, %d, %d) = %d, want %d", tc.total, tc.target, tc.queues, tc.previous, got, tc.want)
+			}
+		})
+	}
+}
+
+// loadLease is lease with a load report.
+func loadLease(pod string, acked int64, claim []allocate.Queue, load map[allocate.Queue]float64) protocol.LeaseState {
+	l := lease(pod, acked, claim, t0)
+	l.Load = load
+	return l
+}
+
+// A pass sums the members' reports, counting an unreported queue at the mean, and recommends a count;
+// without reports it keeps the last recommendation.
+func TestDecideRecommendsMembers(t *testing.T) {
+	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Sticky}, 4)
+	group.Spec.Autoscaling = &v1alpha1.Autoscaling{TargetLoadPerMember: "25"}
+	obs := world([]corev1.Pod{pod("p0"), pod("p1")},
+		loadLease("p0", 0, nil, map[allocate.Queue]float64{qs(0)[0]: 40, qs(1)[0]: 20}),
+		loadLease("p1", 0, nil, map[allocate.Queue]float64{qs(2)[0]: 30}))
+	d := decide(group, obs, env(group, t0))
+	// 40 + 20 + 30, and t/b/3 at the mean, 30: 120, over 25 each: 5, at most the 4 queues.
+	if d.totalLoad == nil || *d.totalLoad != 120 || d.recommended == nil || *d.recommended != 4 {
+		t.Fatalf("total %v, recommended %v; want 120 and 4", ptrString(d.totalLoad), ptrString(d.recommended))
+	}
+	status := statusFor(group, d, metav1Time(t0))
+	if status.TotalLoad != "120" || status.RecommendedMembers == nil || *status.RecommendedMembers != 4 {
+		t.Fatalf("status says total %q, recommended %v", status.TotalLoad, status.RecommendedMembers)
+	}
+	var m groupMetrics
+	m.record(group, &group.Status, &status, obs, d, t0)
+	l := prometheus.Labels{"namespace": "ns", "group": "g"}
+	if got, load := testutil.ToFloat64(recommendedGauge.With(l)), testutil.ToFloat64(loadGauge.With(l)); got != 4 || load != 120 {
+		t.Errorf("consumergroup_recommended_members %v, consumergroup_load %v; want 4 and 120", got, load)
+	}
+	if d.requeueAfter == 0 || d.requeueAfter > defaultLoadRebalanceInterval {
+		t.Errorf("requeue after %s: want a look at the loads within %s", d.requeueAfter, defaultLoadRebalanceInterval)
+	}
+
+	group.Status.RecommendedMembers = ptr.To(int32(3))
+	quiet := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
+	if d := decide(group, quiet, env(group, t0.Add(time.Minute))); d.totalLoad != nil || d.recommended == nil || *d.recommended != 3 {
+		t.Errorf("without reports: total %v, recommended %v; want none and the last recommendation, 3", ptrString(d.totalLoad), ptrString(d.recommended))
+	}
+}
+
+func ptrString[T any](p *T) any {
+	if p == nil {
+		return "nil"
+	}
+	return *p
+}
