@@ -69,14 +69,25 @@ func (st *stickyState) allocateByLoad(tol float64) {
 func (ls *loadState) measure() {
 	q := len(ls.order)
 	ls.qload = make([]float64, q)
-	var reported, sum float64
-	for p := range q {
-		if v, ok := ls.in.QueueLoad[ls.in.Queues[ls.order[p]]]; ok && v >= 0 && !math.IsInf(v, 1) {
+	for p := range ls.qload {
+		ls.qload[p] = -1
+	}
+	// One pass over the reports, each placed by Sticky's index of the queues: cheaper than a lookup per
+	// queue, and a report of a queue the group does not have is ignored.
+	for qu, v := range ls.in.QueueLoad {
+		if !(v >= 0) || math.IsInf(v, 1) {
+			continue
+		}
+		if p := ls.position(qu); p >= 0 {
 			ls.qload[p] = v
+		}
+	}
+	// Summed in canonical order, not the map's: the mean, and every tie it breaks, is the same each call.
+	var reported, sum float64
+	for _, v := range ls.qload {
+		if v >= 0 {
 			reported++
 			sum += v
-		} else {
-			ls.qload[p] = -1
 		}
 	}
 	mean := 1.0
@@ -104,6 +115,19 @@ func (ls *loadState) measure() {
 
 // keep gives every surviving member the queues it held.
 func (ls *loadState) keep() {
+	// One backing array, each member's slice with room for what it held and a few more.
+	counts := make([]int, len(ls.members))
+	for _, m := range ls.prev {
+		if m >= 0 {
+			counts[m]++
+		}
+	}
+	const room = 4
+	backing := make([]int32, 0, len(ls.prev)+room*len(ls.members))
+	for i, c := range counts {
+		ls.held[i] = backing[len(backing):len(backing):len(backing)+c+room]
+		backing = backing[:len(backing)+c+room]
+	}
 	for p, m := range ls.prev {
 		ls.owner[p] = m
 		if m >= 0 {
