@@ -226,6 +226,10 @@ func loadScenarios() []Scenario {
 		return loads
 	}
 	eight := pods(8)
+	var wandering []Step
+	for _, b := range topics[0].Brokers {
+		wandering = append(wandering, Step{Label: "on " + b.Name, Members: eight, QueueLoad: hotSpot(b.Name)})
+	}
 	return []Scenario{
 		{
 			Name:        "load-lognormal",
@@ -252,12 +256,7 @@ func loadScenarios() []Scenario {
 			Name:        "load-wandering",
 			Description: "The Zipf hot spot moves from broker-a to broker-b to broker-c and away again, over eight pods.",
 			Topics:      topics,
-			Steps: []Step{
-				{Label: "on broker-a", Members: eight, QueueLoad: hotSpot("broker-a")},
-				{Label: "on broker-b", Members: eight, QueueLoad: hotSpot("broker-b")},
-				{Label: "on broker-c", Members: eight, QueueLoad: hotSpot("broker-c")},
-				{Label: "gone", Members: eight, QueueLoad: hotSpot("none")},
-			},
+			Steps:       append(wandering, Step{Label: "gone", Members: eight, QueueLoad: hotSpot("none")}),
 		},
 	}
 }

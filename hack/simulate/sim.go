@@ -9,49 +9,6 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// Output is the simulator's JSON document: the scenario, its step labels, one Result per strategy, and
-// the strategies left out of the comparison, each with the reason.
-type Output struct {
-	Scenario string   `json:"scenario"`
-	Labels   []string `json:"labels"`
-	Results  []Result `json:"results"`
-	Skipped  []string `json:"skipped,omitempty"`
-}
-
-// Result is one strategy's run through the scenario: a StepResult per step.
-type Result struct {
-	Strategy string       `json:"strategy"`
-	Steps    []StepResult `json:"steps"`
-}
-
-// StepResult measures one step's plan.
-type StepResult struct {
-	// Moved counts queues whose previous owner is still a member and whose owner changed (allocate.Moved).
-	Moved int `json:"moved"`
-	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan
-	// (allocate.LowerBound).
-	LowerBound int `json:"lowerBound"`
-	MaxLoad    int `json:"maxLoad"`
-	MinLoad    int `json:"minLoad"`
-	// CrossZone counts queues whose owner is not in the broker's zone (allocate.CrossZone).
-	CrossZone int `json:"crossZone"`
-	// Balanced is true when every queue has one owner and every member holds floor or ceil of its weighted
-	// share (allocate.Balanced).
-	Balanced bool `json:"balanced"`
-	// MaxMemberLoad and MeanMemberLoad are the busiest member's load and the members' mean; MovedLoad is the
-	// load of the queues Moved counts. WithinLoadBound is true when every member carries at most
-	// max((1+t) times its weighted fair share, that share plus its hottest queue), t the tolerance (the
-	// bound Sticky keeps when it balances by load). All four are zero, and WithinLoadBound false, in a
-	// scenario without loads.
-	MaxMemberLoad   float64 `json:"maxMemberLoad"`
-	MeanMemberLoad  float64 `json:"meanMemberLoad"`
-	MovedLoad       float64 `json:"movedLoad"`
-	WithinLoadBound bool    `json:"withinLoadBound"`
-
-	Error string              `json:"error,omitempty"`
-	Plan  map[string][]string `json:"plan"`
-}
-
 // options are the parameters the simulator gives Sticky.
 type options struct {
 	maxSkew int32
@@ -130,6 +87,15 @@ func scenarioZones(sc Scenario) []string {
 	}
 	slices.Sort(zs)
 	return zs
+}
+
+// Output is the simulator's JSON document: the scenario, its step labels, one Result per strategy, and
+// the strategies left out of the comparison, each with the reason.
+type Output struct {
+	Scenario string   `json:"scenario"`
+	Labels   []string `json:"labels"`
+	Results  []Result `json:"results"`
+	Skipped  []string `json:"skipped,omitempty"`
 }
 
 // run replays sc through every named strategy, feeding each plan back as the next previous plan.
@@ -252,6 +218,40 @@ func perTopic(s allocate.Strategy, in allocate.Input, roomInBrokerName bool) (al
 		}
 	}
 	return plan, nil
+}
+
+// Result is one strategy's run through the scenario: a StepResult per step.
+type Result struct {
+	Strategy string       `json:"strategy"`
+	Steps    []StepResult `json:"steps"`
+}
+
+// StepResult measures one step's plan.
+type StepResult struct {
+	// Moved counts queues whose previous owner is still a member and whose owner changed (allocate.Moved).
+	Moved int `json:"moved"`
+	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan
+	// (allocate.LowerBound).
+	LowerBound int `json:"lowerBound"`
+	MaxLoad    int `json:"maxLoad"`
+	MinLoad    int `json:"minLoad"`
+	// CrossZone counts queues whose owner is not in the broker's zone (allocate.CrossZone).
+	CrossZone int `json:"crossZone"`
+	// Balanced is true when every queue has one owner and every member holds floor or ceil of its weighted
+	// share (allocate.Balanced).
+	Balanced bool `json:"balanced"`
+	// MaxMemberLoad and MeanMemberLoad are the busiest member's load and the members' mean; MovedLoad is the
+	// load of the queues Moved counts. WithinLoadBound is true when every member carries at most
+	// max((1+t) times its weighted fair share, that share plus its hottest queue), t the tolerance (the
+	// bound Sticky keeps when it balances by load). All four are zero, and WithinLoadBound false, in a
+	// scenario without loads.
+	MaxMemberLoad   float64 `json:"maxMemberLoad"`
+	MeanMemberLoad  float64 `json:"meanMemberLoad"`
+	MovedLoad       float64 `json:"movedLoad"`
+	WithinLoadBound bool    `json:"withinLoadBound"`
+
+	Error string              `json:"error,omitempty"`
+	Plan  map[string][]string `json:"plan"`
 }
 
 // measure fills step's counters and plan from in and plan, with pkg/allocate's definitions, and the load

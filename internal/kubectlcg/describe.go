@@ -26,13 +26,14 @@ type Description struct {
 	Strategy   string `json:"strategy"`
 	Paused     bool   `json:"paused"`
 	Generation int64  `json:"generation"`
+	Unowned    int32  `json:"unownedQueues"`
+	// Conditions are the group's status conditions.
+	Conditions []metav1.Condition `json:"conditions"`
 	// Members are the pods the published assignment names, and the members that have no entry yet.
 	Members []MemberDescription `json:"members"`
 	// Pending are the handoffs in flight; Fenced the pods fenced for missing their revoke timeout.
-	Pending    []PendingHandoff   `json:"pending,omitempty"`
-	Fenced     []string           `json:"fenced,omitempty"`
-	Unowned    int32              `json:"unownedQueues"`
-	Conditions []metav1.Condition `json:"conditions"`
+	Pending []PendingHandoff `json:"pending,omitempty"`
+	Fenced  []string         `json:"fenced,omitempty"`
 }
 
 // MemberDescription is one member pod's line.
@@ -60,19 +61,12 @@ type PendingHandoff struct {
 }
 
 func describeCommand(o *options) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe GROUP",
-		Short: "Each member's pod, id, zone, weight, queues, acknowledged generation and Lease age; handoffs in flight; fenced members; conditions",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			g, pv, err := o.preview(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			d := describe(g, pv, o.now())
-			return o.print(d, d.table)
-		},
-	}
+	return o.previewCommand("describe GROUP",
+		"Each member's pod, id, zone, weight, queues, acknowledged generation and Lease age; handoffs in flight; fenced members; conditions",
+		cobra.ExactArgs(1),
+		func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, _ []string) (answer, error) {
+			return describe(g, pv, o.now()), nil
+		})
 }
 
 // describe assembles a Description from the group and its preview.
@@ -179,26 +173,21 @@ type WhoHas struct {
 }
 
 func whoHasCommand(o *options) *cobra.Command {
-	return &cobra.Command{
-		Use:   "who-has GROUP TOPIC/BROKER/ID",
-		Short: "Which pod the published assignment gives a queue to, and which pods' Leases claim it",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			q, err := protocol.ParseQueue(args[1])
-			if err != nil {
-				return err
-			}
-			g, pv, err := o.preview(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if !specQueue(g, q) {
-				return fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, g.Namespace, g.Name)
-			}
-			w := whoHas(g, pv, q)
-			return o.print(w, w.table)
-		},
+	// A malformed queue fails before the API server is asked anything.
+	validQueue := func(_ *cobra.Command, args []string) error {
+		_, err := protocol.ParseQueue(args[1])
+		return err
 	}
+	return o.previewCommand("who-has GROUP TOPIC/BROKER/ID",
+		"Which pod the published assignment gives a queue to, and which pods' Leases claim it",
+		cobra.MatchAll(cobra.ExactArgs(2), validQueue),
+		func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, args []string) (answer, error) {
+			q, _ := protocol.ParseQueue(args[1])
+			if !specQueue(g, q) {
+				return nil, fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, g.Namespace, g.Name)
+			}
+			return whoHas(g, pv, q), nil
+		})
 }
 
 func whoHas(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, q allocate.Queue) WhoHas {

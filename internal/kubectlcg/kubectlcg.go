@@ -90,20 +90,47 @@ func (o *options) preview(ctx context.Context, name string) (*v1alpha1.ConsumerG
 	return g, pv, err
 }
 
-// print writes v as JSON or YAML, or calls table for -o table.
-func (o *options) print(v any, table func(w io.Writer) error) error {
+// answer is what a command found: written as a table, or with -o as JSON or YAML.
+type answer interface {
+	table(w io.Writer) error
+}
+
+// previewCommand is a command that reads the group its first argument names, computes its preview as it
+// is, and prints what answer makes of them.
+func (o *options) previewCommand(use, short string, args cobra.PositionalArgs,
+	answerOf func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, args []string) (answer, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, pv, err := o.preview(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			a, err := answerOf(g, pv, args)
+			if err != nil {
+				return err
+			}
+			return o.print(a)
+		},
+	}
+}
+
+// print writes a as JSON or YAML, or as its table for -o table.
+func (o *options) print(a answer) error {
 	switch o.output {
 	case "table", "":
-		return table(o.streams.Out)
+		return a.table(o.streams.Out)
 	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
+		b, err := json.MarshalIndent(a, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(o.streams.Out, "%s\n", b)
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(v)
+		b, err := yaml.Marshal(a)
 		if err != nil {
 			return err
 		}

@@ -119,8 +119,7 @@ func planCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := plan(g, pv, change)
-			return o.print(p, p.table)
+			return o.print(plan(g, pv, change))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "a changed ConsumerGroup, as you would apply it")

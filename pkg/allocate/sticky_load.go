@@ -125,7 +125,7 @@ func (ls *loadState) keep() {
 	const room = 4
 	backing := make([]int32, 0, len(ls.prev)+room*len(ls.members))
 	for i, c := range counts {
-		ls.held[i] = backing[len(backing):len(backing):len(backing)+c+room]
+		ls.held[i] = backing[len(backing) : len(backing) : len(backing)+c+room]
 		backing = backing[:len(backing)+c+room]
 	}
 	for p, m := range ls.prev {
@@ -171,7 +171,7 @@ func (ls *loadState) hottest(i int) float64 {
 // so that few queues move. Cross-zone queues go first among equals.
 func (ls *loadState) shed() {
 	for i := range ls.members {
-		for len(ls.held[i]) > 1 && ls.load[i] > ls.ceiling(i) && ls.load[i] > ls.hottest(i) {
+		for len(ls.held[i]) > 1 && ls.overloaded(i) {
 			excess := ls.load[i] - ls.ceiling(i)
 			best := -1
 			for k, p := range ls.held[i] {
@@ -196,6 +196,12 @@ func (ls *loadState) shed() {
 			ls.owner[p] = -1
 		}
 	}
+}
+
+// overloaded reports whether member i carries more than (1+t) times its share and more than its hottest
+// queue: more than it should when it could give a queue away.
+func (ls *loadState) overloaded(i int) bool {
+	return ls.load[i] > ls.ceiling(i) && ls.load[i] > ls.hottest(i)
 }
 
 func (ls *loadState) crossZone(p int32, member int) bool {
@@ -269,21 +275,27 @@ func (ls *loadState) rebalance() {
 
 func (ls *loadState) ratio(i int32) float64 { return ls.load[i] / ls.fair[i] }
 
-// fillOne finds a fill move and, when apply is set, makes it; it reports whether there was one.
-func (ls *loadState) fillOne(apply bool) bool {
-	r := int32(-1)
-	var donors []int32
+// pair looks over the members with a share for a move's two sides: the least loaded (by ratio) of those
+// that may take, and every member holding more than one queue that may give.
+func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, givers []int32) {
+	taker = -1
 	for i := range int32(len(ls.members)) {
 		if ls.fair[i] == 0 {
 			continue
 		}
-		if ls.load[i] < (1-ls.tol)*ls.fair[i] && (r < 0 || ls.ratio(i) < ls.ratio(r)) {
-			r = i
+		if mayTake(i) && (taker < 0 || ls.ratio(i) < ls.ratio(taker)) {
+			taker = i
 		}
-		if len(ls.held[i]) > 1 {
-			donors = append(donors, i)
+		if len(ls.held[i]) > 1 && mayGive(i) {
+			givers = append(givers, i)
 		}
 	}
+	return taker, givers
+}
+
+// fillOne finds a fill move and, when apply is set, makes it; it reports whether there was one.
+func (ls *loadState) fillOne(apply bool) bool {
+	r, donors := ls.pair(func(i int32) bool { return ls.load[i] < (1-ls.tol)*ls.fair[i] }, func(int32) bool { return true })
 	if r < 0 {
 		return false
 	}
@@ -314,19 +326,7 @@ func (ls *loadState) fillOne(apply bool) bool {
 
 // relieveOne finds a relieve move and, when apply is set, makes it; it reports whether there was one.
 func (ls *loadState) relieveOne(apply bool) bool {
-	r := int32(-1)
-	var givers []int32
-	for i := range int32(len(ls.members)) {
-		if ls.fair[i] == 0 {
-			continue
-		}
-		if r < 0 || ls.ratio(i) < ls.ratio(r) {
-			r = i
-		}
-		if len(ls.held[i]) > 1 && ls.load[i] > ls.ceiling(int(i)) && ls.load[i] > ls.hottest(int(i)) {
-			givers = append(givers, i)
-		}
-	}
+	r, givers := ls.pair(func(int32) bool { return true }, func(i int32) bool { return ls.overloaded(int(i)) })
 	// The most loaded giver first, ties by member order.
 	slices.SortFunc(givers, func(a, b int32) int {
 		if c := cmp.Compare(ls.ratio(b), ls.ratio(a)); c != 0 {

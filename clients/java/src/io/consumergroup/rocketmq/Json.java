@@ -64,14 +64,7 @@ final class Json {
 
     private Map<String, Object> object(int depth) {
         Map<String, Object> m = new LinkedHashMap<>();
-        pos++; // {
-        space();
-        if (peek('}')) {
-            pos++;
-            return m;
-        }
-        while (true) {
-            space();
+        elements('}', () -> {
             if (!peek('"')) {
                 throw error("expected a member name");
             }
@@ -80,34 +73,37 @@ final class Json {
             expect(':');
             space();
             m.put(key, value(depth + 1));
-            space();
-            if (peek(',')) {
-                pos++;
-                continue;
-            }
-            expect('}');
-            return m;
-        }
+        });
+        return m;
     }
 
     private List<Object> array(int depth) {
         List<Object> l = new ArrayList<>();
-        pos++; // [
+        elements(']', () -> l.add(value(depth + 1)));
+        return l;
+    }
+
+    /**
+     * Reads the comma-separated elements of an object or an array, from its opening bracket at pos through
+     * its closing one, close, calling element for each.
+     */
+    private void elements(char close, Runnable element) {
+        pos++; // the opening bracket
         space();
-        if (peek(']')) {
+        if (peek(close)) {
             pos++;
-            return l;
+            return;
         }
         while (true) {
             space();
-            l.add(value(depth + 1));
+            element.run();
             space();
             if (peek(',')) {
                 pos++;
                 continue;
             }
-            expect(']');
-            return l;
+            expect(close);
+            return;
         }
     }
 
