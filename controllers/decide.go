@@ -289,9 +289,9 @@ func (p *decider) allocate() *problem {
 		return nil
 	}
 	previous := p.previousPlan()
-	byLoad := p.balancesByLoad()
+	interval := p.group.Spec.Strategy.LoadRebalanceInterval()
 	in := allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: previous}
-	if byLoad {
+	if interval > 0 {
 		in.QueueLoad = p.reportedLoad()
 	}
 	out, err := p.env.strategy.Allocate(in)
@@ -301,10 +301,9 @@ func (p *decider) allocate() *problem {
 	if err := allocate.CheckPartition(p.queues, members, out); err != nil {
 		return &problem{ReasonAllocationFailed, err.Error()}
 	}
-	if byLoad {
+	if interval > 0 {
 		// Loads reach the Leases with renewals, which start no pass: look at them again every interval.
 		// When only loads changed, rebalance at most once per interval, and look again when it has passed.
-		interval := durationOr(p.group.Spec.Strategy.Sticky.LoadRebalanceIntervalSeconds, defaultLoadRebalanceInterval)
 		p.d.loadRebalanceDue = interval
 		if allocate.Moved(previous, out) > 0 && coversExactly(previous, members, p.queues) {
 			// The annotation keeps whole seconds: count from the end of its second.
@@ -317,15 +316,6 @@ func (p *decider) allocate() *problem {
 		p.target[m.ID] = out[m.ID]
 	}
 	return nil
-}
-
-// defaultLoadRebalanceInterval is spec.strategy.sticky.loadRebalanceIntervalSeconds' default.
-const defaultLoadRebalanceInterval = 60 * time.Second
-
-// balancesByLoad reports whether the group's Sticky balances reported load.
-func (p *decider) balancesByLoad() bool {
-	st := p.group.Spec.Strategy.Sticky
-	return p.group.Spec.Strategy.Type == v1alpha1.Sticky && st != nil && st.BalanceBy == v1alpha1.BalanceByLoad
 }
 
 // reportedLoad is the load the members report per queue, from their Leases. Where two report one queue
@@ -381,8 +371,8 @@ func (p *decider) recommend() {
 	n := recommendMembers(total, target, len(p.queues), previous)
 	p.d.recommended = &n
 	// Loads arrive with renewals, which start no pass: look again within the default interval.
-	if p.d.loadRebalanceDue == 0 || defaultLoadRebalanceInterval < p.d.loadRebalanceDue {
-		p.d.loadRebalanceDue = defaultLoadRebalanceInterval
+	if p.d.loadRebalanceDue == 0 || v1alpha1.DefaultLoadRebalanceInterval < p.d.loadRebalanceDue {
+		p.d.loadRebalanceDue = v1alpha1.DefaultLoadRebalanceInterval
 	}
 }
 

@@ -67,8 +67,8 @@ func TestDecideRecommendsMembers(t *testing.T) {
 	if got, load := testutil.ToFloat64(recommendedGauge.With(l)), testutil.ToFloat64(loadGauge.With(l)); got != 4 || load != 120 {
 		t.Errorf("consumergroup_recommended_members %v, consumergroup_load %v; want 4 and 120", got, load)
 	}
-	if d.requeueAfter == 0 || d.requeueAfter > defaultLoadRebalanceInterval {
-		t.Errorf("requeue after %s: want a look at the loads within %s", d.requeueAfter, defaultLoadRebalanceInterval)
+	if d.requeueAfter == 0 || d.requeueAfter > v1alpha1.DefaultLoadRebalanceInterval {
+		t.Errorf("requeue after %s: want a look at the loads within %s", d.requeueAfter, v1alpha1.DefaultLoadRebalanceInterval)
 	}
 
 	group.Status.RecommendedMembers = ptr.To(int32(3))
