@@ -51,9 +51,11 @@ type decision struct {
 	writes       []protocol.Part
 	deleteShards []*corev1.ConfigMap
 	deleteLeases []protocol.LeaseState
-	// rebalanced is set when the entries change; moved counts the queues that change reader.
+	// rebalanced is set when the entries change; moved counts the queues that change reader, and
+	// movedLoad their reported load (0 when nobody reports load).
 	rebalanced bool
 	moved      int
+	movedLoad  float64
 	// problem keeps the published assignment in place; tampered says what was found deleted or edited
 	// (the assignment before a claim); unreadableClaims names the claims that cannot be read; restored
 	// lists metadata someone changed that this pass writes back.
@@ -133,6 +135,9 @@ type decider struct {
 	// entries are what each member pod may read now, sorted (handoff).
 	entries      map[string][]allocate.Queue
 	memberExpiry time.Time
+	// reportedLoad and loads are read once per pass, by reported and queueLoads.
+	reportedLoad map[allocate.Queue]float64
+	loads        map[allocate.Queue]float64
 }
 
 // readLeases indexes the Leases by pod and lists every incarnation that may be reading: the holders of
@@ -292,7 +297,7 @@ func (p *decider) allocate() *problem {
 	interval := p.group.Spec.Strategy.LoadRebalanceInterval()
 	in := allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: previous}
 	if interval > 0 {
-		in.QueueLoad = p.reportedLoad()
+		in.QueueLoad = p.reported()
 	}
 	out, err := p.env.strategy.Allocate(in)
 	if err != nil {
@@ -318,43 +323,43 @@ func (p *decider) allocate() *problem {
 	return nil
 }
 
-// reportedLoad is the load the members report per queue, from their Leases. Where two report one queue
-// (a handoff in flight), the higher counts.
-func (p *decider) reportedLoad() map[allocate.Queue]float64 {
-	loads := map[allocate.Queue]float64{}
+// reported is the load the members report per queue, from their Leases, read once per pass. Where two
+// report one queue (a handoff in flight), the higher counts.
+func (p *decider) reported() map[allocate.Queue]float64 {
+	if p.reportedLoad != nil {
+		return p.reportedLoad
+	}
+	p.reportedLoad = map[allocate.Queue]float64{}
 	for _, m := range p.d.members {
 		l := p.leaseOf[m.Pod]
 		if l == nil || l.PodUID != m.UID {
 			continue
 		}
 		for q, v := range l.Load {
-			loads[q] = max(loads[q], v)
+			p.reportedLoad[q] = max(p.reportedLoad[q], v)
 		}
 	}
-	return loads
+	return p.reportedLoad
+}
+
+// queueLoads is every queue's load as the strategies count it (allocate.QueueLoads); nil when nobody
+// reports load.
+func (p *decider) queueLoads() map[allocate.Queue]float64 {
+	if p.loads == nil && len(p.reported()) > 0 {
+		p.loads = allocate.QueueLoads(allocate.Input{Queues: p.queues, QueueLoad: p.reported()})
+	}
+	return p.loads
 }
 
 // recommend computes the total reported load and, with spec.autoscaling, how many members it needs.
 // Without reports it keeps the last recommendation: nothing says the load changed.
 func (p *decider) recommend() {
-	reported := p.reportedLoad()
-	if len(reported) == 0 || len(p.queues) == 0 {
+	loads := p.queueLoads()
+	if loads == nil || len(p.queues) == 0 {
 		p.d.recommended = p.group.Status.RecommendedMembers
 		return
 	}
-	var sum float64
-	for _, v := range reported {
-		sum += v
-	}
-	mean := sum / float64(len(reported))
-	var total float64
-	for _, q := range p.queues {
-		if v, ok := reported[q]; ok {
-			total += v
-		} else {
-			total += mean
-		}
-	}
+	total := allocate.TotalLoad(allocate.Input{Queues: p.queues}, loads)
 	p.d.totalLoad = &total
 	as := p.group.Spec.Autoscaling
 	if as == nil {
@@ -484,7 +489,13 @@ func (p *decider) handOff() *problem {
 		}
 		// In Cooperative mode a move spans two generations: it is counted when the queue is revoked from
 		// its reader, since the grant that follows gives it to a member that had none of it.
-		p.d.moved = allocate.Moved(before, after) + h.revokedFromMembers
+		p.d.moved = allocate.Moved(before, after) + len(h.revokedFromMembers)
+		if loads := p.queueLoads(); loads != nil {
+			p.d.movedLoad = allocate.MovedLoad(before, after, loads)
+			for _, q := range h.revokedFromMembers {
+				p.d.movedLoad += loads[q]
+			}
+		}
 	}
 	for i := range p.d.handoff.state.Revocations {
 		if r := &p.d.handoff.state.Revocations[i]; r.Generation == 0 {
@@ -593,7 +604,7 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 func (p *decider) keepPublished(prob *problem) {
 	d := p.d
 	d.problem = prob
-	d.writes, d.deleteShards, d.rebalanced, d.moved = nil, nil, false, 0
+	d.writes, d.deleteShards, d.rebalanced, d.moved, d.movedLoad = nil, nil, false, 0, 0
 	d.published = p.obs.published.Exists
 	d.generation = max(p.obs.published.Generation, p.group.Status.AssignmentGeneration)
 	d.rebalancedAt = p.obs.published.RebalancedAt

@@ -220,9 +220,9 @@ type handoffResult struct {
 	// withheld counts queues the target gives to a member that must wait for them; recovering counts the
 	// incarnations that have not yet acknowledged a recovery.
 	withheld, recovering int
-	// revokedFromMembers counts the queues taken from pods that stay members: each is a move that
-	// completes with the grant that follows.
-	revokedFromMembers int
+	// revokedFromMembers are the queues taken from pods that stay members: each is a move that completes
+	// with the grant that follows.
+	revokedFromMembers []allocate.Queue
 	// unreadableClaims name the Leases whose claims cannot be read.
 	unreadableClaims []string
 	// requeueAfter is when the next deadline falls; 0 when nothing waits on time.
@@ -492,7 +492,7 @@ func handoff(in handoffInput) handoffResult {
 				continue
 			}
 			if isMember {
-				res.revokedFromMembers += len(lost)
+				res.revokedFromMembers = append(res.revokedFromMembers, lost...)
 			}
 			res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, Queues: protocol.Compact(lost)})
 			deadlines = append(deadlines, in.now.Add(in.revokeTimeout))

@@ -24,6 +24,7 @@ var (
 		"Assignment generations published, by reason: spec (the spec changed), membership (members came or went), handoff (a revoked queue was granted, or another step of a handoff), recovery (what the operator wrote was deleted or edited).",
 		"reason")
 	movedTotal     = groupCounter("consumergroup_queues_moved_total", "Queues that changed reader.")
+	movedLoadTotal = groupCounter("consumergroup_load_moved_total", "Reported load of the queues that changed reader (a queue nobody reports counting at the mean).")
 	handoffSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "consumergroup_handoff_duration_seconds",
 		Help:    "Time from the publication of a queue's revocation to the publication of its grant to another member.",
@@ -43,7 +44,7 @@ var (
 		prometheus.Collector
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, handoffSeconds,
+		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, movedLoadTotal, handoffSeconds,
 		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge, recommendedGauge, loadGauge,
 	}
 )
@@ -129,6 +130,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		return
 	}
 	movedTotal.With(l).Add(float64(d.moved))
+	movedLoadTotal.With(l).Add(d.movedLoad)
 	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
 
 	// Handoffs: a queue published to a member before this pass and to none now was revoked; one published

@@ -111,9 +111,13 @@ func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old 
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Restore", "%s. Published generation %d",
 			d.tampered.Message, d.generation)
 	case d.rebalanced:
+		var load string
+		if d.movedLoad > 0 {
+			load = " (load " + strconv.FormatFloat(d.movedLoad, 'g', 4, 64) + ")"
+		}
 		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
-			"Published assignment generation %d: %s over %s, %s moved",
-			d.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"))
+			"Published assignment generation %d: %s over %s, %s moved%s",
+			d.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"), load)
 	}
 	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
 	if c := d.unreadableClaims; c != nil && !says(old, ConditionTampered, c.Message) {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -83,4 +84,36 @@ func ptrString[T any](p *T) any {
 		return "nil"
 	}
 	return *p
+}
+
+// A rebalance counts the load it moves beside the queues: a Cooperative move when the queue is revoked,
+// not again when it is granted.
+func TestDecideCountsMovedLoad(t *testing.T) {
+	group := testGroup(averagely, 6)
+	loads := map[allocate.Queue]float64{}
+	for i, q := range qs(0, 1, 2, 3, 4, 5) {
+		loads[q] = float64(i + 1)
+	}
+	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 0, nil, t0))
+	obs = applied(group, obs, decide(group, obs, env(group, t0)))
+	obs.leases = []protocol.LeaseState{loadLease("p0", 1, qs(0, 1, 2, 3, 4, 5), loads)}
+
+	obs.pods = append(obs.pods, pod("p1"))
+	obs.podsByName = map[string]*corev1.Pod{"p0": &obs.pods[0], "p1": &obs.pods[1]}
+	revoke := decide(group, obs, env(group, t0))
+	if revoke.moved != 3 || revoke.movedLoad != 4+5+6 {
+		t.Fatalf("revoking 3-5 from p0: moved %d queues, load %v; want 3 and 15", revoke.moved, revoke.movedLoad)
+	}
+	obs = applied(group, obs, revoke)
+	obs.leases = []protocol.LeaseState{loadLease("p0", 2, qs(0, 1, 2), loads)}
+	grant := decide(group, obs, env(group, t0.Add(time.Second)))
+	if !slices.Equal(entryOf(grant, "p1"), qs(3, 4, 5)) || grant.moved != 0 || grant.movedLoad != 0 {
+		t.Fatalf("granting 3-5 to p1 (%v): moved %d queues, load %v; want the grant counted as no move", entryOf(grant, "p1"), grant.moved, grant.movedLoad)
+	}
+
+	// Without reports nothing says what a queue weighs: no load is counted.
+	quiet := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0))
+	if d := decide(group, quiet, env(group, t0)); d.movedLoad != 0 {
+		t.Errorf("without load reports: moved load %v, want 0", d.movedLoad)
+	}
 }

@@ -283,46 +283,15 @@ func measure(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance 
 	}
 }
 
-// measureLoad fills step's load measures; every queue of in has a load.
+// measureLoad fills step's load measures with pkg/allocate's definitions; every queue of in has a load.
 func measureLoad(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
-	var total, weights float64
-	for _, q := range in.Queues {
-		total += in.QueueLoad[q]
-	}
-	for _, m := range in.Members {
-		weights += float64(max(m.Weight, 1))
-	}
-	step.WithinLoadBound = true
-	for _, m := range in.Members {
-		var load, hottest float64
-		for _, q := range plan[m.ID] {
-			load += in.QueueLoad[q]
-			hottest = max(hottest, in.QueueLoad[q])
-		}
-		fair := total * float64(max(m.Weight, 1)) / weights
-		step.MaxMemberLoad = max(step.MaxMemberLoad, load)
-		if load > max((1+tolerance)*fair, fair+hottest)*(1+1e-9) {
-			step.WithinLoadBound = false
-		}
+	loads := allocate.QueueLoads(in)
+	for _, ml := range allocate.MemberLoads(in, plan, loads) {
+		step.MaxMemberLoad = max(step.MaxMemberLoad, ml.Load)
 	}
 	if len(in.Members) > 0 {
-		step.MeanMemberLoad = total / float64(len(in.Members))
+		step.MeanMemberLoad = allocate.TotalLoad(in, loads) / float64(len(in.Members))
 	}
-	// As allocate.Moved counts: a queue a member still in the plan held before and another holds now.
-	owner := map[allocate.Queue]string{}
-	for id, qs := range plan {
-		for _, q := range qs {
-			owner[q] = id
-		}
-	}
-	for id, qs := range in.Previous {
-		if _, stays := plan[id]; !stays {
-			continue
-		}
-		for _, q := range qs {
-			if o, ok := owner[q]; ok && o != id {
-				step.MovedLoad += in.QueueLoad[q]
-			}
-		}
-	}
+	step.WithinLoadBound = allocate.WithinLoadBound(in, plan, loads, tolerance)
+	step.MovedLoad = allocate.MovedLoad(in.Previous, plan, loads)
 }

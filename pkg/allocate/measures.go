@@ -3,12 +3,14 @@ package allocate
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
 // This file holds the one definition of each measure of a plan that the operator, hack/simulate and the
-// tests share: how many queues moved, each member's fair share, the fewest moves a balanced plan needs,
-// and whether a plan can be published at all. None of them is used by a strategy.
+// tests share: how many queues moved and how much load, each member's fair share of queues and of load,
+// the fewest moves a balanced plan needs, and whether a plan can be published at all. None of them is used
+// by a strategy.
 
 // Moved counts the queues whose owner changed from before to after, as the operator reports a rebalance.
 // A queue listed under member id in before counts once when id is still a member in after (after has an
@@ -18,6 +20,26 @@ import (
 //
 // It costs one map entry per queue of after.
 func Moved(before, after Plan) int {
+	moved := 0
+	eachMoved(before, after, func(Queue) { moved++ })
+	return moved
+}
+
+// MovedLoad is the load of the queues Moved counts, each at its load in loads (QueueLoads). It sums them
+// in ascending order, not the plans' map order, so that the same plans give the same total to the last bit.
+func MovedLoad(before, after Plan, loads map[Queue]float64) float64 {
+	var each []float64
+	eachMoved(before, after, func(q Queue) { each = append(each, loads[q]) })
+	slices.Sort(each)
+	var moved float64
+	for _, v := range each {
+		moved += v
+	}
+	return moved
+}
+
+// eachMoved calls f for every queue Moved counts.
+func eachMoved(before, after Plan, f func(Queue)) {
 	n := 0
 	for _, qs := range after {
 		n += len(qs)
@@ -35,7 +57,6 @@ func Moved(before, after Plan) int {
 			owner[q] = id
 		}
 	}
-	moved := 0
 	for id, qs := range before {
 		kept, stillMember := after[id]
 		if !stillMember {
@@ -46,10 +67,100 @@ func Moved(before, after Plan) int {
 			if !owned || o == id || (shared[q] && slices.Contains(kept, q)) {
 				continue
 			}
-			moved++
+			f(q)
 		}
 	}
-	return moved
+}
+
+// QueueLoads gives every queue of in its load as Sticky balancing by load counts it: the member's report
+// in in.QueueLoad when it is a finite number of 0 or more, else the mean of those reports for in's queues
+// (1 when there are none, which is balancing by count). Reports of queues in does not list are ignored.
+func QueueLoads(in Input) map[Queue]float64 {
+	loads := make(map[Queue]float64, len(in.Queues))
+	var unreported []Queue
+	var reported, sum float64
+	for _, q := range in.Queues {
+		if _, seen := loads[q]; seen {
+			continue
+		}
+		if v, ok := in.QueueLoad[q]; ok && validLoad(v) {
+			loads[q] = v
+			reported++
+			sum += v
+		} else {
+			loads[q] = -1
+			unreported = append(unreported, q)
+		}
+	}
+	mean := 1.0
+	if reported > 0 {
+		mean = sum / reported
+	}
+	for _, q := range unreported {
+		loads[q] = mean
+	}
+	return loads
+}
+
+// TotalLoad is the load of in's queues, each counted once at its load in loads (QueueLoads(in)). It sums
+// in the order of in.Queues, so that the same input gives the same total to the last bit.
+func TotalLoad(in Input, loads map[Queue]float64) float64 {
+	var total float64
+	seen := make(map[Queue]bool, len(in.Queues))
+	for _, q := range in.Queues {
+		if !seen[q] {
+			seen[q] = true
+			total += loads[q]
+		}
+	}
+	return total
+}
+
+// validLoad reports whether v is a load a strategy counts: finite and not negative (NaN is neither).
+func validLoad(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
+
+// MemberLoad is one member's share of the load under a plan.
+type MemberLoad struct {
+	// Load is the sum of its queues' loads; Hottest the load of the hottest of them.
+	Load, Hottest float64
+	// Fair is its weighted fair share: the total load times its weight over the members' total weight
+	// (weights below 1 count as 1).
+	Fair float64
+}
+
+// Bound is the most the member may carry when Sticky balances by load with tolerance tol:
+// max((1+tol)·Fair, Fair+Hottest). Queues are indivisible, so a bound below Fair+Hottest cannot always be
+// kept (three equal queues over two members: one carries two, 1.33 times its share).
+func (m MemberLoad) Bound(tol float64) float64 { return max((1+tol)*m.Fair, m.Fair+m.Hottest) }
+
+// MemberLoads gives every member of in its load under plan, each queue at its load in loads
+// (QueueLoads(in)).
+func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]MemberLoad {
+	total, weights := TotalLoad(in, loads), 0.0
+	for _, m := range in.Members {
+		weights += float64(max(m.Weight, 1))
+	}
+	out := make(map[string]MemberLoad, len(in.Members))
+	for _, m := range in.Members {
+		ml := MemberLoad{Fair: total * float64(max(m.Weight, 1)) / weights}
+		for _, q := range plan[m.ID] {
+			ml.Load += loads[q]
+			ml.Hottest = max(ml.Hottest, loads[q])
+		}
+		out[m.ID] = ml
+	}
+	return out
+}
+
+// WithinLoadBound reports whether every member of in carries at most its Bound(tol) under plan, each
+// queue at its load in loads (QueueLoads(in)), up to rounding.
+func WithinLoadBound(in Input, plan Plan, loads map[Queue]float64, tol float64) bool {
+	for _, ml := range MemberLoads(in, plan, loads) {
+		if ml.Load > ml.Bound(tol)*(1+1e-9) {
+			return false
+		}
+	}
+	return true
 }
 
 // FairShares returns, for each of members in order, the floor and the ceiling of its weighted fair share

@@ -1,6 +1,8 @@
 package allocate
 
 import (
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -229,5 +231,70 @@ func TestCheckPartition(t *testing.T) {
 		case c.want != "" && (err == nil || err.Error() != c.want):
 			t.Errorf("%s: error = %v, want %s", c.name, err, c.want)
 		}
+	}
+}
+
+func TestQueueLoads(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	cases := []struct {
+		name    string
+		queues  []Queue
+		reports map[Queue]float64
+		want    map[Queue]float64
+	}{
+		{"none reported: each counts 1", mqs(0, 1), nil, map[Queue]float64{mq(0): 1, mq(1): 1}},
+		{"unreported at the mean of the reported", mqs(0, 1, 2), map[Queue]float64{mq(0): 2, mq(1): 4},
+			map[Queue]float64{mq(0): 2, mq(1): 4, mq(2): 3}},
+		{"negative, NaN and infinite reports count as unreported", mqs(0, 1, 2, 3), map[Queue]float64{mq(0): 6, mq(1): -1, mq(2): nan, mq(3): inf},
+			map[Queue]float64{mq(0): 6, mq(1): 6, mq(2): 6, mq(3): 6}},
+		{"a report of a queue the group lacks is ignored, in the mean too", mqs(0, 1), map[Queue]float64{mq(0): 2, mq(9): 100},
+			map[Queue]float64{mq(0): 2, mq(1): 2}},
+		{"zero is a load", mqs(0, 1), map[Queue]float64{mq(0): 0}, map[Queue]float64{mq(0): 0, mq(1): 0}},
+		{"a queue listed twice counts once", []Queue{mq(0), mq(0), mq(1)}, map[Queue]float64{mq(0): 3},
+			map[Queue]float64{mq(0): 3, mq(1): 3}},
+	}
+	for _, c := range cases {
+		got := QueueLoads(Input{Queues: c.queues, QueueLoad: c.reports})
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%s: QueueLoads = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMemberLoadsAndBound(t *testing.T) {
+	in := Input{
+		Queues:  mqs(0, 1, 2, 3),
+		Members: []Member{{ID: "a", Weight: 2}, {ID: "b"}, {ID: "c", Weight: -1}}, // c's weight counts as 1
+	}
+	loads := map[Queue]float64{mq(0): 8, mq(1): 4, mq(2): 2, mq(3): 2} // 16 in all, weights 2+1+1
+	plan := Plan{"a": mqs(1, 2, 3), "b": mqs(0), "c": {}}
+	got := MemberLoads(in, plan, loads)
+	want := map[string]MemberLoad{"a": {Load: 8, Hottest: 4, Fair: 8}, "b": {Load: 8, Hottest: 8, Fair: 4}, "c": {Fair: 4}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("MemberLoads = %v, want %v", got, want)
+	}
+	// b carries twice its share, but only the one queue: max(1.1·4, 4+8) = 12.
+	if b := got["b"].Bound(0.1); b != 12 {
+		t.Errorf("b's bound = %v, want 12", b)
+	}
+	if !WithinLoadBound(in, plan, loads, 0.1) {
+		t.Error("WithinLoadBound: want true, every member is within its bound")
+	}
+	// With a fifth queue of load 1 the total is 17 and a's share 8.5: a holding every queue carries 17,
+	// above max(1.1·8.5, 8.5+8) = 16.5.
+	in.Queues = append(in.Queues, mq(4))
+	loads[mq(4)] = 1
+	if WithinLoadBound(in, Plan{"a": mqs(0, 1, 2, 3, 4), "b": {}, "c": {}}, loads, 0.1) {
+		t.Error("WithinLoadBound: want false, a carries 17 against a bound of max(1.1·8.5, 8.5+8) = 16.5")
+	}
+}
+
+func TestMovedLoad(t *testing.T) {
+	loads := map[Queue]float64{mq(0): 1, mq(1): 2, mq(2): 4, mq(3): 8, mq(4): 16}
+	before := Plan{"a": mqs(0, 1, 2), "b": mqs(3), "gone": mqs(4)}
+	after := Plan{"a": mqs(0), "b": mqs(1, 3), "c": mqs(2, 4)}
+	// 1 and 2 move from a, which stays; 4 was held by a member that left and does not count (as in Moved).
+	if got, n := MovedLoad(before, after, loads), Moved(before, after); got != 6 || n != 2 {
+		t.Errorf("MovedLoad = %v over %d queues, want 6 over 2", got, n)
 	}
 }

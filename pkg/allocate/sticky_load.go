@@ -75,7 +75,7 @@ func (ls *loadState) measure() {
 	// One pass over the reports, each placed by Sticky's index of the queues: cheaper than a lookup per
 	// queue, and a report of a queue the group does not have is ignored.
 	for qu, v := range ls.in.QueueLoad {
-		if !(v >= 0) || math.IsInf(v, 1) {
+		if !validLoad(v) {
 			continue
 		}
 		if p := ls.position(qu); p >= 0 {

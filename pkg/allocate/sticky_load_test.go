@@ -35,49 +35,12 @@ func loadGroup(rng *rand.Rand, queues, members int, hot bool) Input {
 	return in
 }
 
-// loads returns each member's load under plan, its fair share, and the load of its hottest queue, as
-// rule 2 defines them.
-func loads(in Input, plan Plan) (load, fair, hottest map[string]float64) {
-	var reported, sum float64
-	for _, v := range in.QueueLoad {
-		reported++
-		sum += v
-	}
-	mean := 1.0
-	if reported > 0 {
-		mean = sum / reported
-	}
-	of := func(q Queue) float64 {
-		if v, ok := in.QueueLoad[q]; ok {
-			return v
-		}
-		return mean
-	}
-	var total, weights float64
-	for _, q := range in.Queues {
-		total += of(q)
-	}
-	for _, m := range in.Members {
-		weights += float64(max(m.Weight, 1))
-	}
-	load, fair, hottest = map[string]float64{}, map[string]float64{}, map[string]float64{}
-	for _, m := range in.Members {
-		fair[m.ID] = total * float64(max(m.Weight, 1)) / weights
-		for _, q := range plan[m.ID] {
-			load[m.ID] += of(q)
-			hottest[m.ID] = max(hottest[m.ID], of(q))
-		}
-	}
-	return load, fair, hottest
-}
-
-// checkLoadBound fails unless every member carries at most max((1+t)F_i, F_i + h_i).
+// checkLoadBound fails unless every member carries at most its MemberLoad.Bound.
 func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) {
 	t.Helper()
-	load, fair, hottest := loads(in, plan)
-	for id, l := range load {
-		if bound := max((1+tol)*fair[id], fair[id]+hottest[id]); l > bound*(1+1e-9) {
-			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, l, bound, fair[id], hottest[id])
+	for id, ml := range MemberLoads(in, plan, QueueLoads(in)) {
+		if bound := ml.Bound(tol); ml.Load > bound*(1+1e-9) {
+			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, ml.Load, bound, ml.Fair, ml.Hottest)
 		}
 	}
 }
@@ -158,10 +121,8 @@ func TestStickyByLoadProperties(t *testing.T) {
 // withinTolerance reports whether every member carries from (1-t) times its share up to (1+t) times it,
 // or no more than its hottest queue.
 func withinTolerance(in Input, plan Plan, tol float64) bool {
-	load, fair, hottest := loads(in, plan)
-	for _, m := range in.Members {
-		l := load[m.ID]
-		if l < (1-tol)*fair[m.ID] || l > max((1+tol)*fair[m.ID], hottest[m.ID]) {
+	for _, ml := range MemberLoads(in, plan, QueueLoads(in)) {
+		if ml.Load < (1-tol)*ml.Fair || ml.Load > max((1+tol)*ml.Fair, ml.Hottest) {
 			return false
 		}
 	}
@@ -181,10 +142,9 @@ func TestStickyByLoadBeatsCountOnSkew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		load, fair, _ := loads(in, plan)
 		var worst float64
-		for id, l := range load {
-			worst = max(worst, l/fair[id])
+		for _, ml := range MemberLoads(in, plan, QueueLoads(in)) {
+			worst = max(worst, ml.Load/ml.Fair)
 		}
 		return worst
 	}
