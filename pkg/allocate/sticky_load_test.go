@@ -35,14 +35,19 @@ func loadGroup(rng *rand.Rand, queues, members int, hot bool) Input {
 	return in
 }
 
-// checkLoadBound fails unless every member carries at most its MemberLoad.Bound.
-func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) {
+// checkLoadBound fails unless every member carries at most its MemberLoad.Bound, which Sticky guarantees.
+// It reports whether every member also carries at most max((1+t)F_i, h_i), the bound Sticky aims for,
+// which indivisible queues do not always allow.
+func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) (withinAim bool) {
 	t.Helper()
+	withinAim = true
 	for id, ml := range MemberLoads(in, plan, QueueLoads(in)) {
 		if bound := ml.Bound(tol); ml.Load > bound*(1+1e-9) {
 			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, ml.Load, bound, ml.Fair, ml.Hottest)
 		}
+		withinAim = withinAim && ml.Load <= max((1+tol)*ml.Fair, ml.Hottest)*(1+1e-9)
 	}
+	return withinAim
 }
 
 func TestStickyByLoadProperties(t *testing.T) {
@@ -50,6 +55,14 @@ func TestStickyByLoadProperties(t *testing.T) {
 	tol := 0.1
 	s := mustNew(t, Sticky, Params{BalanceBy: BalanceByLoad, LoadTolerance: &tol})
 	stayed, joined := 0, 0 // rounds that checked hysteresis, and a newcomer's share
+	plans, missedAim := 0, 0 // plans checked, and those with a member above max((1+t)F_i, h_i)
+	check := func(in Input, plan Plan) {
+		checkEveryQueueOwnedOnce(t, in, plan)
+		plans++
+		if !checkLoadBound(t, in, plan, tol) {
+			missedAim++
+		}
+	}
 	for round := range 300 {
 		queues, members := 1+rng.IntN(400), 1+rng.IntN(40)
 		in := loadGroup(rng, queues, members, round%3 == 0)
@@ -59,8 +72,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		checkEveryQueueOwnedOnce(t, in, first)
-		checkLoadBound(t, in, first, tol)
+		check(in, first)
 		again, err := s.Allocate(shuffled(in, rng))
 		if err != nil {
 			t.Fatal(err)
@@ -85,8 +97,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkEveryQueueOwnedOnce(t, drifted, next)
-		checkLoadBound(t, drifted, next, tol)
+		check(drifted, next)
 		if withinTolerance(drifted, first, tol) {
 			stayed++
 			if Moved(first, next) != 0 {
@@ -103,8 +114,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkEveryQueueOwnedOnce(t, changed, after)
-		checkLoadBound(t, changed, after, tol)
+		check(changed, after)
 		if queues >= 4*len(changed.Members) {
 			joined++
 			if len(after["new"]) == 0 {
@@ -112,7 +122,13 @@ func TestStickyByLoadProperties(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("hysteresis checked in %d rounds, a newcomer's share in %d", stayed, joined)
+	t.Logf("hysteresis checked in %d rounds, a newcomer's share in %d; %d of %d plans above max((1+t)F, h) for some member", stayed, joined, missedAim, plans)
+	// The aim cannot always be met (three equal queues over two members), but it is met nearly always (9
+	// of these 900 plans miss it): a change that misses it more often is a regression even while the
+	// guarantee holds.
+	if missedAim*50 > plans {
+		t.Errorf("%d of %d plans put a member above max((1+t)F, h): more than 2%%", missedAim, plans)
+	}
 	if stayed < 20 || joined < 20 {
 		t.Errorf("too few rounds checked hysteresis (%d) or a newcomer's share (%d) to mean anything", stayed, joined)
 	}
