@@ -54,7 +54,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 17))
 	tol := 0.1
 	s := mustNew(t, Sticky, Params{BalanceBy: BalanceByLoad, LoadTolerance: &tol})
-	stayed, joined := 0, 0 // rounds that checked hysteresis, and a newcomer's share
+	stayed, joined := 0, 0   // rounds that checked hysteresis, and a newcomer's share
 	plans, missedAim := 0, 0 // plans checked, and those with a member above max((1+t)F_i, h_i)
 	check := func(in Input, plan Plan) {
 		checkEveryQueueOwnedOnce(t, in, plan)
