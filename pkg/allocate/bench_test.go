@@ -166,8 +166,8 @@ func BenchmarkStickyByLoad(b *testing.B) {
 	changed := in
 	changed.Previous = prev
 	changed.QueueLoad = make(map[Queue]float64, queues)
-	for q, v := range in.QueueLoad {
-		changed.QueueLoad[q] = v * (0.7 + 0.6*rng.Float64())
+	for _, q := range in.Queues { // in order, not the map's, so that every run replans the same loads
+		changed.QueueLoad[q] = in.QueueLoad[q] * (0.7 + 0.6*rng.Float64())
 	}
 	joined := in
 	joined.Previous = prev

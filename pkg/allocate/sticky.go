@@ -40,7 +40,19 @@ type sticky struct {
 }
 
 // stickyScratch holds the reusable Q-sized arrays of one call.
-type stickyScratch struct{ bufs [5][]int32 }
+type stickyScratch struct {
+	bufs [6][]int32
+	// qload is balancing by load's per-queue load.
+	qload []float64
+}
+
+// getFloats returns the float buffer with length n; its contents are arbitrary.
+func (s *stickyScratch) getFloats(n int) []float64 {
+	if cap(s.qload) < n {
+		s.qload = make([]float64, n)
+	}
+	return s.qload[:n]
+}
 
 // get returns buffer i with length n; its contents are arbitrary.
 func (s *stickyScratch) get(i, n int) []int32 {
@@ -179,12 +191,28 @@ func (st *stickyState) zoneID(z string) int32 {
 	return id
 }
 
+// smallGroupScan is the most (topic, broker) pairs group compares one by one before it hashes.
+const smallGroupScan = 8
+
 // group returns the index of q's (topic, broker) pair; with create it adds a missing pair, otherwise it
 // returns -1 for one it has not seen.
 func (st *stickyState) group(q Queue, create bool) int32 {
 	k := stickyGroupKey{q.Topic, q.Broker}
 	if len(st.groups) > 0 && k == st.lastKey {
 		return st.lastG
+	}
+	// A group has few (topic, broker) pairs, and comparing their strings, which usually share memory with
+	// q's, costs less than hashing them.
+	if len(st.groups) <= smallGroupScan {
+		for g := range st.groups {
+			if st.groups[g].key == k {
+				st.lastKey, st.lastG = k, int32(g)
+				return int32(g)
+			}
+		}
+		if !create {
+			return -1
+		}
 	}
 	g, ok := st.groupIdx[k]
 	if !ok {

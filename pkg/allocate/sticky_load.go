@@ -44,6 +44,8 @@ type loadState struct {
 	load  []float64 // member -> load held
 	fair  []float64 // member -> fair share
 	held  [][]int32 // member -> canonical positions held
+	// givers is pair's buffer, reused from one move to the next.
+	givers []int32
 }
 
 // allocateByLoad places every queue after st has indexed members and queues and read the previous plan.
@@ -68,7 +70,7 @@ func (st *stickyState) allocateByLoad(tol float64) {
 // measure gives every queue its load and every member its fair share.
 func (ls *loadState) measure() {
 	q := len(ls.order)
-	ls.qload = make([]float64, q)
+	ls.qload = ls.scratch.getFloats(q)
 	for p := range ls.qload {
 		ls.qload[p] = -1
 	}
@@ -110,7 +112,7 @@ func (ls *loadState) measure() {
 	for i, w := range ls.weight {
 		ls.fair[i] = total * float64(w) / float64(weights)
 	}
-	ls.owner = make([]int32, q)
+	ls.owner = ls.scratch.get(4, q) // keep writes every entry
 }
 
 // keep gives every surviving member the queues it held.
@@ -123,7 +125,7 @@ func (ls *loadState) keep() {
 		}
 	}
 	const room = 4
-	backing := make([]int32, 0, len(ls.prev)+room*len(ls.members))
+	backing := ls.scratch.get(5, len(ls.prev)+room*len(ls.members))[:0]
 	for i, c := range counts {
 		ls.held[i] = backing[len(backing) : len(backing) : len(backing)+c+room]
 		backing = backing[:len(backing)+c+room]
@@ -229,16 +231,23 @@ func (ls *loadState) place() {
 		}
 		return 0
 	})
-	all := &memberHeap{ls: ls}
+	// Every member's position in each heap, one slice for all of them: a member is in the heap of all
+	// members and in its zone's.
+	at := make([]int, 2*len(ls.members))
+	all := &memberHeap{ls: ls, at: at[:len(ls.members)]}
 	zones := map[int32]*memberHeap{}
 	for i := range ls.members {
-		all.push(int32(i))
+		all.add(int32(i))
 		if z := ls.mzone[i]; z >= 0 {
 			if zones[z] == nil {
-				zones[z] = &memberHeap{ls: ls}
+				zones[z] = &memberHeap{ls: ls, at: at[len(ls.members):]}
 			}
-			zones[z].push(int32(i))
+			zones[z].add(int32(i))
 		}
+	}
+	heap.Init(all)
+	for _, zh := range zones {
+		heap.Init(zh)
 	}
 	for _, p := range free {
 		to := all.min()
@@ -278,7 +287,8 @@ func (ls *loadState) ratio(i int32) float64 { return ls.load[i] / ls.fair[i] }
 // pair looks over the members with a share for a move's two sides: the least loaded (by ratio) of those
 // that may take, and every member holding more than one queue that may give.
 func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, givers []int32) {
-	taker = -1
+	taker, givers = -1, ls.givers[:0]
+	defer func() { ls.givers = givers }()
 	for i := range int32(len(ls.members)) {
 		if ls.fair[i] == 0 {
 			continue
@@ -372,14 +382,13 @@ func (ls *loadState) give(d, r int32, limit float64, apply bool) bool {
 type memberHeap struct {
 	ls      *loadState
 	members []int32
-	at      map[int32]int // member -> its index in members
+	at      []int // member -> its index in members; a zone's heap shares one slice with the others
 }
 
-func (h *memberHeap) push(m int32) {
-	if h.at == nil {
-		h.at = map[int32]int{}
-	}
-	heap.Push(h, m)
+// add appends m; heap.Init orders the heap once every member is added.
+func (h *memberHeap) add(m int32) {
+	h.at[m] = len(h.members)
+	h.members = append(h.members, m)
 }
 
 // min is the least loaded member.
@@ -388,7 +397,8 @@ func (h *memberHeap) min() int32 { return h.members[0] }
 // fix restores the order after m's load changed.
 func (h *memberHeap) fix(m int32) { heap.Fix(h, h.at[m]) }
 
-// Len, Less, Swap, Push and Pop implement heap.Interface.
+// Len, Less and Swap implement heap.Interface; the heap never grows or shrinks after heap.Init, so Push
+// and Pop are never called.
 func (h *memberHeap) Len() int { return len(h.members) }
 
 func (h *memberHeap) Less(a, b int) bool {
@@ -403,15 +413,6 @@ func (h *memberHeap) Swap(a, b int) {
 	h.at[h.members[a]], h.at[h.members[b]] = a, b
 }
 
-func (h *memberHeap) Push(x any) {
-	m := x.(int32)
-	h.at[m] = len(h.members)
-	h.members = append(h.members, m)
-}
+func (h *memberHeap) Push(any) { panic("memberHeap does not grow") }
 
-func (h *memberHeap) Pop() any {
-	m := h.members[len(h.members)-1]
-	h.members = h.members[:len(h.members)-1]
-	delete(h.at, m)
-	return m
-}
+func (h *memberHeap) Pop() any { panic("memberHeap does not shrink") }
