@@ -1,6 +1,6 @@
 // Command kubectl-cg is a kubectl plugin for ConsumerGroups: kubectl cg describe, who-has, plan, pause
 // and resume. Put it on the PATH (make build writes bin/kubectl-cg) or install it with krew
-// (plugins/krew/cg.yaml).
+// (make release VERSION=x.y.z writes its archives and dist/kubectl-cg.yaml, the manifest).
 package main
 
 import (
