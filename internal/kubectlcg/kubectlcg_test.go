@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -330,5 +332,35 @@ func TestHandoffInFlight(t *testing.T) {
 	table := mustRun(t, ns, "describe", "g")
 	if !strings.Contains(table, "HANDOFFS IN FLIGHT") {
 		t.Errorf("describe's table does not show the handoff:\n%s", table)
+	}
+}
+
+// TestBadInputExitsNonZero runs the built plugin, as kubectl does: a command that fails prints one error
+// line and exits with status 1, which scripts and kubectl see.
+func TestBadInputExitsNonZero(t *testing.T) {
+	plugin := testenv.Build(t, "kubectl-cg", "./cmd/kubectl-cg", testenv.VersionStamp{})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"describe", "nope"}, `consumergroups.messaging.consumergroup.io "nope" not found`},
+		{[]string{"who-has", "nope", "t/b/x"}, "not a whole number"},
+		{[]string{"plan", "nope", "--replicas", "2", "--strategy", "Averagely"}, "give one of -f, --replicas and --strategy"},
+		{[]string{"describe"}, "accepts 1 arg(s), received 0"},
+	} {
+		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig, "-n", "default"}, c.args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("kubectl cg %s: %v, want exit status 1", strings.Join(c.args, " "), err)
+		}
+		if got := stderr.String(); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, c.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("kubectl cg %s printed %q on stderr, want one error line saying %q", strings.Join(c.args, " "), got, c.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("kubectl cg %s printed %q on stdout, want nothing", strings.Join(c.args, " "), stdout.String())
+		}
 	}
 }
