@@ -60,6 +60,9 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"negative load tolerance", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{LoadTolerancePercent: ptr.To(int32(-5))}}
 		}, "spec.strategy.sticky.loadTolerancePercent"},
+		{"maxSkew with balanceBy Load", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{BalanceBy: v1alpha1.BalanceByLoad, MaxSkew: ptr.To(int32(2))}}
+		}, "spec.strategy.sticky.maxSkew applies to balanceBy Queues only"},
 		{"no load rebalance interval", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{LoadRebalanceIntervalSeconds: ptr.To(int32(0))}}
 		}, "spec.strategy.sticky.loadRebalanceIntervalSeconds"},

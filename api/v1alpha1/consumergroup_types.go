@@ -303,6 +303,7 @@ type QueueReference struct {
 }
 
 // StickyParameters are Sticky's parameters.
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxSkew) && self.maxSkew > 0 && has(self.balanceBy) && self.balanceBy == 'Load')",message="spec.strategy.sticky.maxSkew applies to balanceBy Queues only: with balanceBy Load a queue stays in its broker's zone while that zone's members stay within the load tolerance"
 type StickyParameters struct {
 	// maxSkew lets a member hold up to maxSkew queues more than its fair share when that keeps a queue in
 	// its broker's zone. 0 keeps strict balance.
@@ -320,8 +321,9 @@ type StickyParameters struct {
 	BalanceBy BalanceBy `json:"balanceBy,omitempty"`
 
 	// loadTolerancePercent is how far above its weighted fair share of the load a member may go before
-	// queues move, with balanceBy Load: a member carries at most max((1 + tolerance) * its share, its share
-	// plus the load of the hottest queue it holds).
+	// queues move, with balanceBy Load. Sticky aims for every member to carry at most
+	// max((1 + tolerance) * its share, the load of the hottest queue it holds), and guarantees at most
+	// max((1 + tolerance) * its share, its share plus that load): queues are indivisible.
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0
