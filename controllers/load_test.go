@@ -35,14 +35,7 @@ func TestBalanceByLoad(t *testing.T) {
 		startSimMember(t, "lg", testenv.Pod(ns, "lg-0", "lg").Create(t, k8s), own),
 		startSimMember(t, "lg", testenv.Pod(ns, "lg-1", "lg").Create(t, k8s), own),
 	}
-	eventually(t, 20*time.Second, func() error {
-		for _, m := range members {
-			if n := len(own.Reading(m.Reader())); n != 4 {
-				return fmt.Errorf("%s reads %d queues, want 4", m.Pod.Name, n)
-			}
-		}
-		return nil
-	})
+	testenv.AwaitEachReading(t, own, members, 4, 20*time.Second)
 
 	// Each member reports, every 200 ms, the load of what it reads, from one table of per-queue loads.
 	var mu sync.Mutex
@@ -156,14 +149,7 @@ func TestRecommendedMembers(t *testing.T) {
 		startSimMember(t, "ag", testenv.Pod(ns, "ag-0", "ag").Create(t, k8s), own),
 		startSimMember(t, "ag", testenv.Pod(ns, "ag-1", "ag").Create(t, k8s), own),
 	}
-	eventually(t, 20*time.Second, func() error {
-		for _, m := range members {
-			if n := len(own.Reading(m.Reader())); n != 4 {
-				return fmt.Errorf("%s reads %d queues, want 4", m.Pod.Name, n)
-			}
-		}
-		return nil
-	})
+	testenv.AwaitEachReading(t, own, members, 4, 20*time.Second)
 	// 8 queues at 10 each: 80, over 12.5 per member: 7 members.
 	for _, m := range members {
 		report := map[allocate.Queue]float64{}

@@ -95,14 +95,7 @@ func settled(t *testing.T) (string, *testenv.Ownership, []*testenv.SimMember) {
 		// A 6 s Lease is renewed every 2 s, so a load report shows within that.
 		members = append(members, testenv.StartMember(t, restConfig, "g", p, own, testenv.MemberOptions{LeaseDuration: 6 * time.Second}))
 	}
-	testenv.Poll(t, 30*time.Second, 50*time.Millisecond, nil, func() error {
-		for _, m := range members {
-			if n := len(own.Reading(m.Reader())); n != 4 {
-				return fmt.Errorf("%s reads %d queues", m.Pod.Name, n)
-			}
-		}
-		return nil
-	})
+	testenv.AwaitEachReading(t, own, members, 4, 30*time.Second)
 	return ns, own, members
 }
 

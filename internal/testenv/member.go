@@ -296,3 +296,17 @@ func (b partitionedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// AwaitEachReading waits, up to within, until each of members reads n queues by own's record, and fails
+// the test with what each reads if that does not happen.
+func AwaitEachReading(t testing.TB, own *Ownership, members []*SimMember, n int, within time.Duration) {
+	t.Helper()
+	Poll(t, within, 50*time.Millisecond, nil, func() error {
+		for _, m := range members {
+			if got := len(own.Reading(m.Reader())); got != n {
+				return fmt.Errorf("%s reads %d queues, want %d", m.Pod.Name, got, n)
+			}
+		}
+		return nil
+	})
+}
