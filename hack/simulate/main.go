@@ -68,12 +68,12 @@ func mainErr(args []string, w io.Writer) error {
 func writeTable(w io.Writer, out Output) error {
 	// The rows are built in memory, where writes cannot fail, and written out once.
 	var b strings.Builder
-	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tERROR")
+	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tWITHIN LOAD AIM\tERROR")
 	for _, r := range out.Results {
 		for i, s := range r.Steps {
-			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%s\n",
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%v\t%s\n",
 				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.Balanced,
-				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.Error)
+				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.WithinLoadAim, s.Error)
 		}
 	}
 	for _, s := range out.Skipped {

@@ -243,12 +243,14 @@ type StepResult struct {
 	// MaxMemberLoad and MeanMemberLoad are the busiest member's load and the members' mean; MovedLoad is the
 	// load of the queues Moved counts. WithinLoadBound is true when every member carries at most
 	// max((1+t) times its weighted fair share, that share plus its hottest queue), t the tolerance (the
-	// bound Sticky keeps when it balances by load). All four are zero, and WithinLoadBound false, in a
-	// scenario without loads.
+	// bound Sticky guarantees when it balances by load); WithinLoadAim when every member carries at most
+	// max((1+t) times its share, its hottest queue) (what Sticky aims for: allocate.MemberLoad.Aim). All
+	// are zero or false in a scenario without loads.
 	MaxMemberLoad   float64 `json:"maxMemberLoad"`
 	MeanMemberLoad  float64 `json:"meanMemberLoad"`
 	MovedLoad       float64 `json:"movedLoad"`
 	WithinLoadBound bool    `json:"withinLoadBound"`
+	WithinLoadAim   bool    `json:"withinLoadAim"`
 
 	Error string              `json:"error,omitempty"`
 	Plan  map[string][]string `json:"plan"`
@@ -293,5 +295,6 @@ func measureLoad(step *StepResult, in allocate.Input, plan allocate.Plan, tolera
 		step.MeanMemberLoad = allocate.TotalLoad(in, loads) / float64(len(in.Members))
 	}
 	step.WithinLoadBound = allocate.WithinLoadBound(in, plan, loads, tolerance)
+	step.WithinLoadAim = allocate.WithinLoadAim(in, plan, loads, tolerance)
 	step.MovedLoad = allocate.MovedLoad(in.Previous, plan, loads)
 }

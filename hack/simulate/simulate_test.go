@@ -150,8 +150,14 @@ func TestLoadScenarios(t *testing.T) {
 				case s.Moved == 0 && s.MovedLoad != 0:
 					t.Errorf("%s/%s/%s: load %v moved with no queue", sc.Name, r.Strategy, out.Labels[i], s.MovedLoad)
 				}
-				if r.Strategy == o.label(allocate.Sticky) && !s.WithinLoadBound {
-					t.Errorf("%s/%s: Sticky by load is out of the load bound: busiest %v, mean %v", sc.Name, out.Labels[i], s.MaxMemberLoad, s.MeanMemberLoad)
+				// On these scenarios Sticky by load meets even its aim, max((1+t)F, h), which is the bound
+				// the balancing-by-load issue asked for; indivisible queues do not always allow it.
+				if r.Strategy == o.label(allocate.Sticky) && (!s.WithinLoadBound || !s.WithinLoadAim) {
+					t.Errorf("%s/%s: Sticky by load is out of the load bound (%v) or its aim (%v): busiest %v, mean %v",
+						sc.Name, out.Labels[i], s.WithinLoadBound, s.WithinLoadAim, s.MaxMemberLoad, s.MeanMemberLoad)
+				}
+				if s.WithinLoadAim && !s.WithinLoadBound {
+					t.Errorf("%s/%s/%s: within the aim but not the looser bound", sc.Name, r.Strategy, out.Labels[i])
 				}
 				if r.Strategy != o.label(allocate.Sticky) && !s.WithinLoadBound {
 					outOfBound++

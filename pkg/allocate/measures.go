@@ -133,6 +133,11 @@ type MemberLoad struct {
 // kept (three equal queues over two members: one carries two, 1.33 times its share).
 func (m MemberLoad) Bound(tol float64) float64 { return max((1+tol)*m.Fair, m.Fair+m.Hottest) }
 
+// Aim is what Sticky balancing by load aims for each member to carry at most, with tolerance tol:
+// max((1+tol)·Fair, Hottest), within the tolerance of its share or no more than its hottest queue alone.
+// Indivisible queues do not always allow it; Bound is what is guaranteed.
+func (m MemberLoad) Aim(tol float64) float64 { return max((1+tol)*m.Fair, m.Hottest) }
+
 // MemberLoads gives every member of in its load under plan, each queue at its load in loads
 // (QueueLoads(in)).
 func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]MemberLoad {
@@ -155,8 +160,19 @@ func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]Member
 // WithinLoadBound reports whether every member of in carries at most its Bound(tol) under plan, each
 // queue at its load in loads (QueueLoads(in)), up to rounding.
 func WithinLoadBound(in Input, plan Plan, loads map[Queue]float64, tol float64) bool {
+	return everyMember(in, plan, loads, func(ml MemberLoad) float64 { return ml.Bound(tol) })
+}
+
+// WithinLoadAim reports whether every member of in carries at most its Aim(tol) under plan, each queue at
+// its load in loads (QueueLoads(in)), up to rounding.
+func WithinLoadAim(in Input, plan Plan, loads map[Queue]float64, tol float64) bool {
+	return everyMember(in, plan, loads, func(ml MemberLoad) float64 { return ml.Aim(tol) })
+}
+
+// everyMember reports whether every member carries at most limit of its MemberLoad, up to rounding.
+func everyMember(in Input, plan Plan, loads map[Queue]float64, limit func(MemberLoad) float64) bool {
 	for _, ml := range MemberLoads(in, plan, loads) {
-		if ml.Load > ml.Bound(tol)*(1+1e-9) {
+		if ml.Load > limit(ml)*(1+1e-9) {
 			return false
 		}
 	}

@@ -45,7 +45,7 @@ func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) (withinAim b
 		if bound := ml.Bound(tol); ml.Load > bound*(1+1e-9) {
 			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, ml.Load, bound, ml.Fair, ml.Hottest)
 		}
-		withinAim = withinAim && ml.Load <= max((1+tol)*ml.Fair, ml.Hottest)*(1+1e-9)
+		withinAim = withinAim && ml.Load <= ml.Aim(tol)*(1+1e-9)
 	}
 	return withinAim
 }
@@ -138,7 +138,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 // or no more than its hottest queue.
 func withinTolerance(in Input, plan Plan, tol float64) bool {
 	for _, ml := range MemberLoads(in, plan, QueueLoads(in)) {
-		if ml.Load < (1-tol)*ml.Fair || ml.Load > max((1+tol)*ml.Fair, ml.Hottest) {
+		if ml.Load < (1-tol)*ml.Fair || ml.Load > ml.Aim(tol) {
 			return false
 		}
 	}
