@@ -90,8 +90,10 @@ func TestStickyByLoadProperties(t *testing.T) {
 		// Loads drift by up to 5%: the plan stays as long as every member stays within the tolerance.
 		drifted := in
 		drifted.QueueLoad = map[Queue]float64{}
-		for q, v := range in.QueueLoad {
-			drifted.QueueLoad[q] = v * (0.95 + 0.1*rng.Float64())
+		for _, q := range in.Queues { // in queue order, not the map's, so that every run draws the same loads
+			if v, ok := in.QueueLoad[q]; ok {
+				drifted.QueueLoad[q] = v * (0.95 + 0.1*rng.Float64())
+			}
 		}
 		next, err := s.Allocate(drifted)
 		if err != nil {
