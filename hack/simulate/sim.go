@@ -288,13 +288,14 @@ func measure(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance 
 // measureLoad fills step's load measures with pkg/allocate's definitions; every queue of in has a load.
 func measureLoad(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
 	loads := allocate.QueueLoads(in)
-	for _, ml := range allocate.MemberLoads(in, plan, loads) {
+	members := allocate.MemberLoads(in, plan, loads)
+	for _, ml := range members {
 		step.MaxMemberLoad = max(step.MaxMemberLoad, ml.Load)
 	}
 	if len(in.Members) > 0 {
 		step.MeanMemberLoad = allocate.TotalLoad(in, loads) / float64(len(in.Members))
 	}
-	step.WithinLoadBound = allocate.WithinLoadBound(in, plan, loads, tolerance)
-	step.WithinLoadAim = allocate.WithinLoadAim(in, plan, loads, tolerance)
+	step.WithinLoadBound = allocate.WithinLoadBound(members, tolerance)
+	step.WithinLoadAim = allocate.WithinLoadAim(members, tolerance)
 	step.MovedLoad = allocate.MovedLoad(in.Previous, plan, loads)
 }

@@ -157,21 +157,21 @@ func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]Member
 	return out
 }
 
-// WithinLoadBound reports whether every member of in carries at most its Bound(tol) under plan, each
-// queue at its load in loads (QueueLoads(in)), up to rounding.
-func WithinLoadBound(in Input, plan Plan, loads map[Queue]float64, tol float64) bool {
-	return everyMember(in, plan, loads, func(ml MemberLoad) float64 { return ml.Bound(tol) })
+// WithinLoadBound reports whether every member carries at most its Bound(tol), up to rounding; loads are
+// the members' loads under a plan (MemberLoads).
+func WithinLoadBound(loads map[string]MemberLoad, tol float64) bool {
+	return everyMember(loads, func(ml MemberLoad) float64 { return ml.Bound(tol) })
 }
 
-// WithinLoadAim reports whether every member of in carries at most its Aim(tol) under plan, each queue at
-// its load in loads (QueueLoads(in)), up to rounding.
-func WithinLoadAim(in Input, plan Plan, loads map[Queue]float64, tol float64) bool {
-	return everyMember(in, plan, loads, func(ml MemberLoad) float64 { return ml.Aim(tol) })
+// WithinLoadAim reports whether every member carries at most its Aim(tol), up to rounding; loads are the
+// members' loads under a plan (MemberLoads).
+func WithinLoadAim(loads map[string]MemberLoad, tol float64) bool {
+	return everyMember(loads, func(ml MemberLoad) float64 { return ml.Aim(tol) })
 }
 
 // everyMember reports whether every member carries at most limit of its MemberLoad, up to rounding.
-func everyMember(in Input, plan Plan, loads map[Queue]float64, limit func(MemberLoad) float64) bool {
-	for _, ml := range MemberLoads(in, plan, loads) {
+func everyMember(loads map[string]MemberLoad, limit func(MemberLoad) float64) bool {
+	for _, ml := range loads {
 		if ml.Load > limit(ml)*(1+1e-9) {
 			return false
 		}

@@ -277,22 +277,22 @@ func TestMemberLoadsAndBound(t *testing.T) {
 	if b := got["b"].Bound(0.1); b != 12 {
 		t.Errorf("b's bound = %v, want 12", b)
 	}
-	if !WithinLoadBound(in, plan, loads, 0.1) {
+	if !WithinLoadBound(got, 0.1) {
 		t.Error("WithinLoadBound: want true, every member is within its bound")
 	}
 	// b's aim is max(1.1·4, 8) = 8: it carries its hottest queue alone. a's is 8.8.
-	if b, a := got["b"].Aim(0.1), got["a"].Aim(0.1); b != 8 || math.Abs(a-8.8) > 1e-12 || !WithinLoadAim(in, plan, loads, 0.1) {
-		t.Errorf("aims: b %v, a %v, within %v; want 8, 8.8 and within", b, a, WithinLoadAim(in, plan, loads, 0.1))
+	if b, a := got["b"].Aim(0.1), got["a"].Aim(0.1); b != 8 || math.Abs(a-8.8) > 1e-12 || !WithinLoadAim(got, 0.1) {
+		t.Errorf("aims: b %v, a %v, within %v; want 8, 8.8 and within", b, a, WithinLoadAim(got, 0.1))
 	}
 	// a holding b's queue too is within its bound (16 ≤ max(8.8, 8+8)) but not its aim (16 > max(8.8, 8)).
-	if merged := (Plan{"a": mqs(0, 1, 2, 3), "b": {}, "c": {}}); !WithinLoadBound(in, merged, loads, 0.1) || WithinLoadAim(in, merged, loads, 0.1) {
+	if merged := MemberLoads(in, Plan{"a": mqs(0, 1, 2, 3), "b": {}, "c": {}}, loads); !WithinLoadBound(merged, 0.1) || WithinLoadAim(merged, 0.1) {
 		t.Error("a holding every queue: want within its bound and above its aim")
 	}
 	// With a fifth queue of load 1 the total is 17 and a's share 8.5: a holding every queue carries 17,
 	// above max(1.1·8.5, 8.5+8) = 16.5.
 	in.Queues = append(in.Queues, mq(4))
 	loads[mq(4)] = 1
-	if WithinLoadBound(in, Plan{"a": mqs(0, 1, 2, 3, 4), "b": {}, "c": {}}, loads, 0.1) {
+	if WithinLoadBound(MemberLoads(in, Plan{"a": mqs(0, 1, 2, 3, 4), "b": {}, "c": {}}, loads), 0.1) {
 		t.Error("WithinLoadBound: want false, a carries 17 against a bound of max(1.1·8.5, 8.5+8) = 16.5")
 	}
 }

@@ -288,7 +288,6 @@ func (ls *loadState) ratio(i int32) float64 { return ls.load[i] / ls.fair[i] }
 // that may take, and every member holding more than one queue that may give.
 func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, givers []int32) {
 	taker, givers = -1, ls.givers[:0]
-	defer func() { ls.givers = givers }()
 	for i := range int32(len(ls.members)) {
 		if ls.fair[i] == 0 {
 			continue
@@ -300,6 +299,7 @@ func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, giv
 			givers = append(givers, i)
 		}
 	}
+	ls.givers = givers
 	return taker, givers
 }
 
