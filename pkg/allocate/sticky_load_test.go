@@ -40,14 +40,15 @@ func loadGroup(rng *rand.Rand, queues, members int, hot bool) Input {
 // which indivisible queues do not always allow.
 func checkLoadBound(t *testing.T, in Input, plan Plan, tol float64) (withinAim bool) {
 	t.Helper()
-	withinAim = true
-	for id, ml := range MemberLoads(in, plan, QueueLoads(in)) {
-		if bound := ml.Bound(tol); ml.Load > bound*(1+1e-9) {
-			t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, ml.Load, bound, ml.Fair, ml.Hottest)
+	members := MemberLoads(in, plan, QueueLoads(in))
+	if !WithinLoadBound(members, tol) {
+		for id, ml := range members {
+			if bound := ml.Bound(tol); ml.Load > bound*(1+1e-9) {
+				t.Fatalf("member %s carries %.4g, above its bound %.4g (fair share %.4g, hottest queue %.4g)", id, ml.Load, bound, ml.Fair, ml.Hottest)
+			}
 		}
-		withinAim = withinAim && ml.Load <= ml.Aim(tol)*(1+1e-9)
 	}
-	return withinAim
+	return WithinLoadAim(members, tol)
 }
 
 func TestStickyByLoadProperties(t *testing.T) {
