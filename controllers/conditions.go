@@ -55,6 +55,8 @@ const (
 	ReasonInvalidStrategyParameters = "InvalidStrategyParameters"
 	ReasonAllocationFailed          = "AllocationFailed"
 	ReasonAssignmentTooLarge        = "AssignmentTooLarge"
+	ReasonGenerationExhausted       = "GenerationExhausted"
+	ReasonNotOwned                  = "NotOwned"
 )
 
 // Reasons for Tampered, which are also the reasons of the Warning events that report it.
@@ -62,7 +64,14 @@ const (
 	ReasonAssignmentDeleted = "AssignmentDeleted"
 	ReasonAssignmentEdited  = "AssignmentEdited"
 	ReasonClaimUnreadable   = "ClaimUnreadable"
+	ReasonLeaseTampered     = "LeaseTampered"
 )
+
+// lostPublished reports whether the finding is that what the operator published was deleted or edited,
+// after which it publishes recoveryStep generations above what it knows. Findings about Leases are not.
+func (p *problem) lostPublished() bool {
+	return p != nil && (p.Reason == ReasonAssignmentDeleted || p.Reason == ReasonAssignmentEdited)
+}
 
 // Event reasons that are not condition reasons.
 const (

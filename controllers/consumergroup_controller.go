@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +37,8 @@ type ConsumerGroupReconciler struct {
 	strategies strategyCache
 	// metrics keeps what the group metrics need across passes.
 	metrics groupMetrics
+	// sightings times the members' Lease renewals on the operator's clock and remembers vanished Leases.
+	sightings leaseSightings
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -56,23 +59,21 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	var group v1alpha1.ConsumerGroup
 	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.strategies.forget(req.NamespacedName)
-			r.metrics.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !group.DeletionTimestamp.IsZero() {
 		// The assignment ConfigMaps and the Leases are owned by the group and go with it.
-		r.strategies.forget(req.NamespacedName)
-		r.metrics.forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
-	obs, err := r.observe(ctx, &group)
+	now := r.Clock.Now()
+	obs, err := r.observe(ctx, &group, now)
 	if err != nil {
 		return r.retry(ctx, "observation", err)
 	}
-	now := r.Clock.Now()
 	strategy, prob := r.strategies.get(&group)
 	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
 	d := decide(&group, obs, env)
@@ -141,6 +142,13 @@ func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err er
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err
+}
+
+// forget drops what the reconciler keeps in memory of a group that is gone.
+func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
+	r.strategies.forget(group)
+	r.metrics.forget(group)
+	r.sightings.forget(group)
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

@@ -62,8 +62,10 @@ type decision struct {
 	problem          *problem
 	tampered         *problem
 	unreadableClaims *problem
-	restored         []string
-	handoff          handoffResult
+	// suspectLeases says what the Leases hold that no member following the protocol writes.
+	suspectLeases *problem
+	restored      []string
+	handoff       handoffResult
 	// paused is set while spec.paused keeps the published assignment in place.
 	paused bool
 	// requeueAfter is when to look again without an event.
@@ -87,7 +89,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 		p.keepPublished(nil)
 		p.d.paused = true
 	} else {
-		for _, step := range append(p.planSteps(), p.handOff, p.layOut) {
+		for _, step := range append([]func() *problem{p.checkOwnership}, append(p.planSteps(), p.handOff, p.layOut)...) {
 			if prob := step(); prob != nil {
 				p.keepPublished(prob)
 				break
@@ -106,8 +108,9 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 // trusted, which every later step relies on.
 func newDecider(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decider {
 	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
-	p.readLeases()
+	p.indexIncarnations()
 	p.judgeTrust()
+	p.judgeLeases()
 	return p
 }
 
@@ -126,12 +129,14 @@ type decider struct {
 
 	leaseOf      map[string]*protocol.LeaseState
 	incarnations []*incarnation
-	trusted      bool
-	state        handoffState
-	floor        int64
-	queues       []allocate.Queue
-	zones        map[string]string
-	target       allocate.Plan
+	// overclaims say which Leases acknowledge generations never published.
+	overclaims []string
+	trusted    bool
+	state      handoffState
+	floor      int64
+	queues     []allocate.Queue
+	zones      map[string]string
+	target     allocate.Plan
 	// entries are what each member pod may read now, sorted (handoff).
 	entries      map[string][]allocate.Queue
 	memberExpiry time.Time
@@ -141,12 +146,14 @@ type decider struct {
 }
 
 // readLeases indexes the Leases by pod and lists every incarnation that may be reading: the holders of
-// Leases, the pods, and whoever the published objects name.
-func (p *decider) readLeases() {
+// Leases, the pods, and whoever the published objects name. An incarnation named only by what was
+// published, with neither a pod nor a Lease, stands for a lease duration from when this operator first
+// looked at the group: its Lease may have vanished before then (stillPublished).
+func (p *decider) indexIncarnations() {
 	p.leaseOf = map[string]*protocol.LeaseState{}
 	byKey := map[string]*incarnation{}
 	add := func(pod string, uid types.UID) *incarnation {
-		k := pod + "\x00" + string(uid)
+		k := incarnationKey(pod, uid)
 		if i := byKey[k]; i != nil {
 			return i
 		}
@@ -158,30 +165,52 @@ func (p *decider) readLeases() {
 		p.incarnations = append(p.incarnations, i)
 		return i
 	}
+	ceiling := p.ackCeiling()
+	longest := protocol.DefaultLeaseDuration
 	for idx := range p.obs.leases {
 		l := &p.obs.leases[idx]
+		if l.AckedGeneration > ceiling {
+			p.overclaims = append(p.overclaims, fmt.Sprintf("Lease %s acknowledges generation %d, above any generation published (at most %d): the acknowledgement is ignored", l.Name, l.AckedGeneration, ceiling))
+			l.AckedGeneration = 0
+		}
 		if l.Pod != "" {
 			p.leaseOf[l.Pod] = l
 		}
 		add(l.Pod, l.PodUID).lease = l
 		p.floor = max(p.floor, l.AckedGeneration)
+		longest = max(longest, l.Duration)
 	}
 	for i := range p.obs.pods {
 		add(p.obs.pods[i].Name, p.obs.pods[i].UID)
 	}
+	unseenUntil := p.obs.sightedSince.Add(longest + p.env.maxSkew)
 	for pod, e := range p.obs.published.Entries {
 		uid := types.UID(e.PodUID)
 		if live := p.obs.podsByName[pod]; uid == "" && live != nil {
 			uid = live.UID // a protocol-1 operator's entry: the pod of that name
 		}
 		if uid != "" {
-			add(pod, uid)
+			if i := add(pod, uid); i.lease == nil && !i.exists {
+				i.unseenUntil = unseenUntil
+			}
 		}
 	}
 	slices.SortFunc(p.incarnations, func(a, b *incarnation) int {
-		return strings.Compare(a.pod+"\x00"+string(a.uid), b.pod+"\x00"+string(b.uid))
+		return strings.Compare(incarnationKey(a.pod, a.uid), incarnationKey(b.pod, b.uid))
 	})
 	p.d.memberLeases = map[string]*protocol.LeaseState{}
+}
+
+// ackCeiling is the highest generation a member can have acknowledged: the highest the operator is known to
+// have published, plus two recovery steps for generations published in the moments before it lost what it
+// published (a recovery publishes recoveryStep above what it knows, and its status write may not follow).
+// An acknowledgement above it was not made by a member following the protocol.
+func (p *decider) ackCeiling() int64 {
+	known := max(p.obs.published.Generation, p.group.Status.AssignmentGeneration)
+	for _, e := range p.obs.published.Entries {
+		known = max(known, e.Generation)
+	}
+	return min(known, protocol.MaxGeneration) + 2*recoveryStep
 }
 
 // judgeTrust decides whether what the operator published can be believed: it exists (or nothing was ever
@@ -208,17 +237,12 @@ func (p *decider) judgeTrust() {
 	case len(pub.Tampered) > 0:
 		findings = pub.Tampered
 	}
-	state, err := decodeHandoff(pub.Handoff)
+	state, err := decodeHandoff(pub.Handoff, p.obs.scope)
 	if err != nil {
 		findings = append(findings, err.Error())
 	}
 	if len(findings) > 0 {
-		const shown = 5
-		msg := strings.Join(findings[:min(len(findings), shown)], "; ")
-		if len(findings) > shown {
-			msg += fmt.Sprintf("; and %d more", len(findings)-shown)
-		}
-		p.d.tampered = &problem{ReasonAssignmentEdited, "Someone changed the assignment: " + msg +
+		p.d.tampered = &problem{ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
 			"; it is published again, and queues no member claims are held back until every member acknowledged it"}
 		return
 	}
@@ -226,6 +250,17 @@ func (p *decider) judgeTrust() {
 }
 
 func (p *decider) checkSelector() *problem { return p.obs.selectorProblem }
+
+// checkOwnership stops the pass when a ConfigMap under one of the assignment's names was not created for
+// this group: the operator neither adopts nor overwrites it, and publishes nothing until it is gone.
+func (p *decider) checkOwnership() *problem {
+	if len(p.obs.foreign) == 0 {
+		return nil
+	}
+	return &problem{ReasonNotOwned, fmt.Sprintf(
+		"ConfigMaps %s exist and are not controlled by ConsumerGroup %s; the operator neither writes nor deletes what it did not create. Rename the group or move those ConfigMaps away",
+		strings.Join(p.obs.foreign, ", "), p.group.Name)}
+}
 
 func (p *decider) findMembers() *problem {
 	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.leaseOf, p.env.now)
@@ -430,7 +465,8 @@ func (p *decider) previousPlan() allocate.Plan {
 		}
 		for _, r := range p.state.Reserved {
 			if _, ok := plan[r.Member]; !ok {
-				plan[r.Member], _ = protocol.Expand(r.Queues)
+				qs, _ := p.obs.scope.Expand(r.Queues)
+				plan[r.Member] = qs.Queues
 			}
 		}
 		return plan
@@ -458,6 +494,7 @@ func (p *decider) handOff() *problem {
 		state:         p.state,
 		trusted:       p.trusted,
 		incarnations:  p.incarnations,
+		scope:         p.obs.scope,
 	})
 	p.d.handoff, p.entries = h, h.entries
 	if len(h.unreadableClaims) > 0 {
@@ -468,12 +505,20 @@ func (p *decider) handOff() *problem {
 			p.d.tampered = p.d.unreadableClaims
 		}
 	}
+	if p.d.tampered == nil {
+		p.d.tampered = p.d.suspectLeases
+	}
 
+	if p.floor > protocol.MaxGeneration-recoveryStep {
+		return &problem{ReasonGenerationExhausted, fmt.Sprintf(
+			"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
+			p.floor, protocol.MaxGeneration)}
+	}
 	pub := p.obs.published
 	p.d.generation, p.d.rebalancedAt = pub.Generation, pub.RebalancedAt
 	if !p.trusted || !pub.Exists || !p.sameAsPublished() {
 		p.d.generation, p.d.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
-		if p.d.tampered != nil && p.d.tampered.Reason != ReasonClaimUnreadable {
+		if p.d.tampered.lostPublished() {
 			p.d.generation = p.floor + recoveryStep
 		}
 		p.d.rebalanced = true
@@ -614,19 +659,65 @@ func (p *decider) keepPublished(prob *problem) {
 
 // cleanUpLeases lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
 // of pods that are gone once their claim no longer stands. Nobody else deletes them: they outlive their
-// pods (protocol.MemberLease), and the garbage collector takes them only with the group.
+// pods (protocol.MemberLease), and the garbage collector takes them only with the group. A vanished Lease
+// has nothing left to delete; the pass looks again when its claim, or an unseen incarnation's entry,
+// stops standing.
 func (p *decider) cleanUpLeases() {
 	for _, i := range p.incarnations {
-		if i.lease == nil {
+		var until time.Time
+		switch {
+		case i.lease == nil:
+			if i.exists || !p.env.now.Before(i.unseenUntil) {
+				continue
+			}
+			until = i.unseenUntil
+		case p.obs.vanished[i.lease.UID]:
+			until = i.lease.Expiry(p.env.maxSkew)
+		case i.stopped || !i.exists && !i.lease.Stands(p.env.now, p.env.maxSkew):
+			p.d.deleteLeases = append(p.d.deleteLeases, *i.lease)
+			continue
+		case !i.exists:
+			until = i.lease.Expiry(p.env.maxSkew)
+		default:
 			continue
 		}
-		if i.stopped || !i.exists && !i.lease.Stands(p.env.now, p.env.maxSkew) {
-			p.d.deleteLeases = append(p.d.deleteLeases, *i.lease)
-		} else if !i.exists {
-			expiry := max(i.lease.Expiry(p.env.maxSkew).Sub(p.env.now), 100*time.Millisecond)
-			if p.d.requeueAfter == 0 || expiry < p.d.requeueAfter {
-				p.d.requeueAfter = expiry
-			}
+		p.d.lookAgainAt(p.env.now, until)
+	}
+}
+
+// lookAgainAt makes the pass run again at t at the latest.
+func (d *decision) lookAgainAt(now, t time.Time) {
+	wait := max(t.Sub(now), 100*time.Millisecond)
+	if d.requeueAfter == 0 || wait < d.requeueAfter {
+		d.requeueAfter = wait
+	}
+}
+
+// judgeLeases reports what the Leases say that no member following the protocol writes: an acknowledgement
+// of a generation never published (ignored, indexIncarnations), a renewTime that went backwards (timed on
+// the operator's clock all the same, leaseSightings), a load report that cannot be read (counted as none).
+// It keeps nothing from being published.
+func (p *decider) judgeLeases() {
+	findings := slices.Clone(p.overclaims)
+	for _, name := range p.obs.backwards {
+		findings = append(findings, fmt.Sprintf("Lease %s: spec.renewTime went backwards; its renewals are timed by the operator's clock", name))
+	}
+	for _, l := range p.obs.leases {
+		if l.LoadErr != nil && !p.obs.vanished[l.UID] {
+			findings = append(findings, fmt.Sprintf("Lease %s: the load report cannot be read (%v); it counts as none", l.Name, l.LoadErr))
 		}
 	}
+	if len(findings) > 0 {
+		p.d.suspectLeases = &problem{ReasonLeaseTampered, summarize(findings)}
+	}
+}
+
+// summarize joins findings into one message, the first few in full.
+func summarize(findings []string) string {
+	const shown = 5
+	msg := strings.Join(findings[:min(len(findings), shown)], "; ")
+	if len(findings) > shown {
+		msg += fmt.Sprintf("; and %d more", len(findings)-shown)
+	}
+	return msg
 }

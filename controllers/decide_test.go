@@ -322,11 +322,11 @@ func FuzzDecodeHandoff(f *testing.F) {
 	f.Add(`{"version":2,"fenced":[{"pod":"p","uid":"u","generation":1,"all":true}]}`)
 	f.Add(`{"version":2,"reserved":[{"member":"m","queues":[{"topic":"t","broker":"b","ids":"9-1"}]}]}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		s, err := decodeHandoff(raw)
+		s, err := decodeHandoff(raw, nil)
 		if err != nil {
 			return
 		}
-		again, err := decodeHandoff(s.encode())
+		again, err := decodeHandoff(s.encode(), nil)
 		if err != nil || len(again.Revocations) != len(s.Revocations) || len(again.Fenced) != len(s.Fenced) || len(again.Reserved) != len(s.Reserved) {
 			t.Fatalf("re-encoding %q: %+v, %v", raw, again, err)
 		}

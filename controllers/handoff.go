@@ -73,9 +73,9 @@ func (s handoffState) encode() string {
 	return string(b)
 }
 
-// decodeHandoff reads the handoff annotation. Anything it cannot read fully is an error: the caller then
-// trusts nothing the operator published.
-func decodeHandoff(raw string) (handoffState, error) {
+// decodeHandoff reads the handoff annotation; queues outside scope (the spec's) are not read. Anything it
+// cannot read fully is an error: the caller then trusts nothing the operator published.
+func decodeHandoff(raw string, scope *protocol.Scope) (handoffState, error) {
 	var s handoffState
 	if raw == "" {
 		return s, nil
@@ -89,13 +89,13 @@ func decodeHandoff(raw string) (handoffState, error) {
 	var errs []error
 	for _, list := range [][]revocation{s.Revocations, s.Fenced} {
 		for _, r := range list {
-			if _, err := protocol.Expand(r.Queues); err != nil || r.Pod == "" || r.UID == "" || r.Generation <= 0 {
+			if _, err := scope.Expand(r.Queues); err != nil || r.Pod == "" || r.UID == "" || r.Generation <= 0 || r.Generation > protocol.MaxGeneration {
 				errs = append(errs, fmt.Errorf("annotation %s: revocation of pod %q is malformed", protocol.HandoffAnnotation, r.Pod))
 			}
 		}
 	}
 	for _, r := range s.Reserved {
-		if _, err := protocol.Expand(r.Queues); err != nil || r.Member == "" {
+		if _, err := scope.Expand(r.Queues); err != nil || r.Member == "" {
 			errs = append(errs, fmt.Errorf("annotation %s: reservation for member %q is malformed", protocol.HandoffAnnotation, r.Member))
 		}
 	}
@@ -120,9 +120,9 @@ func (s *queueSet) add(qs []allocate.Queue) {
 	}
 }
 
-func (s *queueSet) addGroups(groups []protocol.BrokerQueues) {
-	qs, _ := protocol.Expand(groups) // decodeHandoff checked them
-	s.add(qs)
+func (s *queueSet) addGroups(groups []protocol.BrokerQueues, scope *protocol.Scope) {
+	qs, _ := scope.Expand(groups) // decodeHandoff checked them
+	s.add(qs.Queues)
 }
 
 func (s queueSet) has(q allocate.Queue) bool {
@@ -143,7 +143,14 @@ type incarnation struct {
 	exists, stopped bool
 	// lease is the Lease this incarnation holds; nil when it holds none.
 	lease *protocol.LeaseState
+	// unseenUntil is, for an incarnation the operator published an entry for but that has neither a pod
+	// nor a Lease, until when it may still be reading: its Lease may have vanished before this operator
+	// started, and a vanished Lease proves nothing.
+	unseenUntil time.Time
 }
+
+// incarnationKey identifies an incarnation in maps.
+func incarnationKey(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
 
 // stands reports whether the incarnation may still be reading: not stopped, and its Lease has not expired
 // by the operator's count (protocol.LeaseState.Stands). An incarnation without a Lease does not follow
@@ -155,7 +162,7 @@ func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
 	if i.lease != nil {
 		return i.lease.Stands(now, maxSkew)
 	}
-	return i.exists
+	return i.exists || now.Before(i.unseenUntil)
 }
 
 func (i *incarnation) acked() int64 {
@@ -207,6 +214,8 @@ type handoffInput struct {
 	trusted   bool
 	// incarnations are every incarnation that may be reading.
 	incarnations []*incarnation
+	// scope is the spec's queues; the bookkeeping's queues are read through it.
+	scope *protocol.Scope
 }
 
 // handoffResult is what each member may read now and what the operator keeps in mind.
@@ -247,7 +256,7 @@ const fencePoll = time.Second
 func handoff(in handoffInput) handoffResult {
 	res := handoffResult{entries: make(map[string][]allocate.Queue, len(in.members))}
 	var deadlines []time.Time
-	key := func(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
+	key := incarnationKey
 	byKey := make(map[string]*incarnation, len(in.incarnations))
 	for _, i := range in.incarnations {
 		byKey[key(i.pod, i.uid)] = i
@@ -307,7 +316,7 @@ func handoff(in handoffInput) handoffResult {
 			if r.All {
 				list.into[k].all = true
 			} else {
-				list.into[k].addGroups(r.Queues)
+				list.into[k].addGroups(r.Queues, in.scope)
 			}
 		}
 	}
@@ -343,8 +352,8 @@ func handoff(in handoffInput) handoffResult {
 			deadlines = append(deadlines, in.now.Add(in.restartGrace))
 		}
 		for _, r := range res.state.Reserved {
-			qs, _ := protocol.Expand(r.Queues)
-			for _, q := range qs {
+			qs, _ := in.scope.Expand(r.Queues)
+			for _, q := range qs.Queues {
 				reservedFor[q] = r.Member
 			}
 		}
@@ -430,7 +439,12 @@ func handoff(in handoffInput) handoffResult {
 	// known to hold it, while another one may hold anything: a queue someone claims cannot have been given
 	// to anyone else, since it was given only once its previous reader's claim let go of it. A claim that
 	// cannot be read shows nothing of the kind, for anyone.
+	// A member keeps what its own claim says it may be reading, whoever else claims it too: keeping the
+	// queue adds no reader, and taking it away would not stop the other claimant from reading it.
 	blocked := func(q allocate.Queue, self int32) bool {
+		if self >= 0 && claims(readers[self].inc, fencedQueues[readers[self].key], q) {
+			return false
+		}
 		if h, held := holders[q]; held {
 			return h.count > 1 || h.first != self
 		}
@@ -505,6 +519,15 @@ func handoff(in handoffInput) handoffResult {
 		res.requeueAfter = max(next.Sub(in.now), 100*time.Millisecond)
 	}
 	return res
+}
+
+// claims reports whether inc's readable claim lists q, and q is not fenced from it.
+func claims(inc *incarnation, fenced *queueSet, q allocate.Queue) bool {
+	if inc.lease == nil || inc.lease.ClaimErr != nil || fenced != nil && fenced.has(q) {
+		return false
+	}
+	_, ok := slices.BinarySearchFunc(inc.lease.Claim, q, protocol.CompareQueues)
+	return ok
 }
 
 // sortState orders the state so that the same state always encodes to the same annotation.

@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,8 +32,21 @@ type observation struct {
 	shards map[string]*corev1.ConfigMap
 	// published is what index and shards hold, checked against their digests.
 	published protocol.Published
-	// leases are the group's member Leases.
-	leases []protocol.LeaseState
+	// leases are the group's member Leases as the operator counts them (leaseSightings): each renewed at the
+	// operator's time of seeing it, and those that vanished while their claims may still stand. vanished
+	// holds the UIDs of the latter, backwards names the Leases whose renewTime went backwards, and
+	// sightedSince is when this operator first looked at the group.
+	leases       []protocol.LeaseState
+	vanished     map[types.UID]bool
+	backwards    []string
+	sightedSince time.Time
+	// leasesAsWritten are the Leases as read, with the renewTimes their writers wrote.
+	leasesAsWritten []protocol.LeaseState
+	// scope is the spec's queues: what the operator reads of claims, entries and load reports.
+	scope *protocol.Scope
+	// foreign names the ConfigMaps under the names of the group's assignment that the group does not
+	// control: the operator did not create them, and neither reads, writes nor deletes them.
+	foreign []string
 	// liveRead is set when the published objects and the Leases were read from the API server rather
 	// than the cache, because the cache showed them deleted or edited.
 	liveRead bool
@@ -42,8 +58,8 @@ type observation struct {
 // published objects look deleted or edited there, it reads them again from the API server (the cache may
 // lag the operator's own writes) and, if they still do, reads the Leases from there too: a recovery
 // rests on the members' claims alone, so they must be the newest.
-func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup) (*observation, error) {
-	obs := &observation{podsByName: map[string]*corev1.Pod{}}
+func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (*observation, error) {
+	obs := &observation{podsByName: map[string]*corev1.Pod{}, scope: specScope(group)}
 	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
 		return nil, err
 	}
@@ -59,11 +75,15 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		reader = r.APIReader
 	}
 	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the group's Leases: %w", err)
 	}
+	read := make([]protocol.LeaseState, len(leases.Items))
 	for i := range leases.Items {
-		obs.leases = append(obs.leases, protocol.ReadLease(&leases.Items[i]))
+		read[i] = protocol.ReadLeaseIn(&leases.Items[i], obs.scope)
 	}
+	sighted := r.sightings.observe(client.ObjectKeyFromObject(group), read, now, r.maxClockSkew())
+	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
+	obs.leasesAsWritten = read
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {
@@ -86,7 +106,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	for pod := range obs.published.Entries {
 		named = append(named, pod)
 	}
-	if state, err := decodeHandoff(obs.published.Handoff); err == nil {
+	if state, err := decodeHandoff(obs.published.Handoff, obs.scope); err == nil {
 		for _, rv := range append(state.Revocations, state.Fenced...) {
 			named = append(named, rv.Pod)
 		}
@@ -151,8 +171,41 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 			return err
 		}
 	}
-	obs.published = protocol.ReadPublished(group.Name, obs.index, obs.shards)
+	obs.foreign = nil
+	if obs.index != nil && !controlledBy(obs.index, group) {
+		obs.foreign = append(obs.foreign, obs.index.Name)
+		obs.index = nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(obs.shards)) {
+		if !controlledBy(obs.shards[name], group) {
+			obs.foreign = append(obs.foreign, name)
+			delete(obs.shards, name)
+		}
+	}
+	budget := 0
+	if group.Spec.MessageModel != v1alpha1.Broadcasting {
+		budget = obs.scope.Len()
+	}
+	obs.published = protocol.ReadPublishedIn(group.Name, obs.index, obs.shards, obs.scope, budget)
 	return nil
+}
+
+// controlledBy reports whether group is cm's controller: the operator created it for this group.
+func controlledBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
+	owner := metav1.GetControllerOf(cm)
+	return owner != nil && owner.UID == group.UID && owner.Kind == protocol.GroupKind && owner.APIVersion == protocol.GroupAPIVersion
+}
+
+// specScope is the set of queues group's spec names, through which the operator reads what others write
+// (protocol.Scope).
+func specScope(group *v1alpha1.ConsumerGroup) *protocol.Scope {
+	s := protocol.NewScope()
+	for _, t := range group.Spec.Topics {
+		for _, b := range t.Brokers {
+			s.Add(t.Name, b.Name, b.Queues)
+		}
+	}
+	return s
 }
 
 // assignmentName is the name of group's assignment ConfigMap.

@@ -55,7 +55,7 @@ type PreviewMember struct {
 // now. The preview of a paused group is the plan it would publish once resumed.
 func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.ConsumerGroup, now time.Time) (*Preview, error) {
 	r := &ConsumerGroupReconciler{Client: c, APIReader: c}
-	obs, err := r.observe(ctx, group)
+	obs, err := r.observe(ctx, group, now)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +65,13 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	for pod, e := range obs.published.Entries {
 		pv.Current[pod] = e.Queues
 	}
-	for _, l := range obs.leases {
+	// As their members wrote them: a preview has no sightings of its own to time them by.
+	for _, l := range obs.leasesAsWritten {
 		pv.Leases[l.Pod] = l
 	}
 	for _, r := range p.state.Revocations {
-		qs, _ := protocol.Expand(r.Queues)
-		pv.Revocations = append(pv.Revocations, PreviewRevocation{Pod: r.Pod, Generation: r.Generation, Queues: qs, All: r.All})
+		qs, _ := obs.scope.Expand(r.Queues)
+		pv.Revocations = append(pv.Revocations, PreviewRevocation{Pod: r.Pod, Generation: r.Generation, Queues: qs.Queues, All: r.All})
 	}
 	for _, f := range p.state.Fenced {
 		pv.Fenced = append(pv.Fenced, f.Pod)

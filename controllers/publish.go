@@ -107,7 +107,7 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 // a new problem, fenced members.
 func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *decision) {
 	switch {
-	case d.tampered != nil && d.tampered.Reason != ReasonClaimUnreadable && (len(d.writes) > 0 || !says(old, ConditionTampered, d.tampered.Message)):
+	case d.tampered.lostPublished() && (len(d.writes) > 0 || !says(old, ConditionTampered, d.tampered.Message)):
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Restore", "%s. Published generation %d",
 			d.tampered.Message, d.generation)
 	case d.rebalanced:
@@ -122,6 +122,9 @@ func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old 
 	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
 	if c := d.unreadableClaims; c != nil && !says(old, ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Hold", "%s", c.Message)
+	}
+	if c := d.suspectLeases; c != nil && !says(old, ConditionTampered, c.Message) {
+		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Distrust", "%s", c.Message)
 	}
 	if len(d.restored) > 0 {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventRestored, "Restore", "Someone changed what the operator wrote; restored: %s",

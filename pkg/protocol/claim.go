@@ -41,23 +41,30 @@ func (c Claim) Encode() string {
 // DecodeClaim parses a claim as Encode writes it and expands its queues. It refuses an unknown version,
 // malformed ranges, and input that inflates past a few MiB.
 func DecodeClaim(s string) (Claim, []Queue, error) {
-	data, err := inflate(s, "claim")
+	c, queues, err := DecodeClaimIn(s, nil)
+	return c, queues.Queues, err
+}
+
+// DecodeClaimIn is DecodeClaim for a reader that expands only the queues of scope (Scope.Expand): it
+// also refuses a claim that inflates past what listing every queue of scope takes.
+func DecodeClaimIn(s string, scope *Scope) (Claim, Expanded, error) {
+	data, err := inflate(s, "claim", scope.maxEncodedLen(maxIDLen))
 	if err != nil {
-		return Claim{}, nil, err
+		return Claim{}, Expanded{}, err
 	}
 	var c Claim
 	if err := json.Unmarshal(data, &c); err != nil {
-		return Claim{}, nil, fmt.Errorf("decoding claim: %w", err)
+		return Claim{}, Expanded{}, fmt.Errorf("decoding claim: %w", err)
 	}
 	if c.Version != ClaimVersion {
-		return Claim{}, nil, fmt.Errorf("claim has format version %d; this reader knows version %d", c.Version, ClaimVersion)
+		return Claim{}, Expanded{}, fmt.Errorf("claim has format version %d; this reader knows version %d", c.Version, ClaimVersion)
 	}
-	if c.Acked < 0 {
-		return Claim{}, nil, fmt.Errorf("claim acknowledges generation %d", c.Acked)
+	if c.Acked < 0 || c.Acked > MaxGeneration {
+		return Claim{}, Expanded{}, fmt.Errorf("claim acknowledges generation %d, outside 0 to %d", c.Acked, MaxGeneration)
 	}
-	queues, err := Expand(c.Queues)
+	queues, err := scope.Expand(c.Queues)
 	if err != nil {
-		return Claim{}, nil, fmt.Errorf("claim: %w", err)
+		return Claim{}, Expanded{}, fmt.Errorf("claim: %w", err)
 	}
 	return c, queues, nil
 }

@@ -32,22 +32,27 @@ func compressLong(data []byte) string {
 	return compressedMark + base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
-// inflate reverses compressLong; what names the value in errors.
-func inflate(s, what string) ([]byte, error) {
+// inflate reverses compressLong; what names the value in errors. It refuses a value that is, or inflates
+// to, more than limit bytes: reading stops there, so a small compressed value cannot make the reader
+// allocate more.
+func inflate(s, what string, limit int) ([]byte, error) {
 	rest, ok := strings.CutPrefix(s, compressedMark)
 	if !ok {
+		if len(s) > limit {
+			return nil, fmt.Errorf("%s is %d bytes, more than its group's queues take (%d)", what, len(s), limit)
+		}
 		return []byte(s), nil
 	}
 	compressed, err := base64.StdEncoding.DecodeString(rest)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", what, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(compressed)), maxInflatedLen+1))
+	data, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(compressed)), int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompressing %s: %w", what, err)
 	}
-	if len(data) > maxInflatedLen {
-		return nil, fmt.Errorf("decompressing %s: longer than %d bytes", what, maxInflatedLen)
+	if len(data) > limit {
+		return nil, fmt.Errorf("decompressing %s: longer than %d bytes, more than its group's queues take", what, limit)
 	}
 	return data, nil
 }

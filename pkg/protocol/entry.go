@@ -27,6 +27,9 @@ const (
 	MaxQueueID = 65535
 	// MaxQueues is the most queues one entry or claim may list, and the most a group may have.
 	MaxQueues = 1 << 20
+	// MaxGeneration is the highest assignment generation a reader accepts, far below where adding to it
+	// could overflow: a generation counts assignments, a few a second at the most.
+	MaxGeneration = 1 << 53
 )
 
 // Entry is one member pod's published assignment: the value of the pod's key in the assignment.
@@ -88,22 +91,37 @@ func (e Entry) checksum() string {
 // DecodeEntry parses an entry, checks its version, its ranges and its checksum (when it has one), and
 // expands its queues, sorted by topic, broker and id.
 func DecodeEntry(data []byte) (Entry, []Queue, error) {
+	e, queues, err := DecodeEntryIn(data, nil)
+	return e, queues.Queues, err
+}
+
+// DecodeEntryIn is DecodeEntry for a reader that expands only the queues of scope (Scope.Expand).
+func DecodeEntryIn(data []byte, scope *Scope) (Entry, Expanded, error) {
 	var e Entry
+	if limit := scope.maxEncodedLen(maxIDLen); len(data) > limit {
+		return Entry{}, Expanded{}, fmt.Errorf("assignment entry is %d bytes, more than its group's queues take (%d)", len(data), limit)
+	}
 	if err := json.Unmarshal(data, &e); err != nil {
-		return Entry{}, nil, fmt.Errorf("decoding assignment entry: %w", err)
+		return Entry{}, Expanded{}, fmt.Errorf("decoding assignment entry: %w", err)
 	}
 	if e.Version != EntryVersion {
-		return Entry{}, nil, fmt.Errorf("assignment entry has format version %d; this reader knows version %d", e.Version, EntryVersion)
+		return Entry{}, Expanded{}, fmt.Errorf("assignment entry has format version %d; this reader knows version %d", e.Version, EntryVersion)
+	}
+	if e.Generation < 0 || e.Generation > MaxGeneration {
+		return Entry{}, Expanded{}, fmt.Errorf("assignment entry has generation %d, outside 0 to %d", e.Generation, MaxGeneration)
 	}
 	if e.Sum != "" && e.Sum != e.checksum() {
-		return Entry{}, nil, fmt.Errorf("assignment entry does not match its checksum: it was edited")
+		return Entry{}, Expanded{}, fmt.Errorf("assignment entry does not match its checksum: it was edited")
 	}
-	queues, err := Expand(e.Queues)
+	queues, err := scope.Expand(e.Queues)
 	if err != nil {
-		return Entry{}, nil, fmt.Errorf("assignment entry: %w", err)
+		return Entry{}, Expanded{}, fmt.Errorf("assignment entry: %w", err)
 	}
 	return e, queues, nil
 }
+
+// maxIDLen is the most bytes one queue id takes in a list of ranges: five digits and a comma.
+const maxIDLen = len("65535,")
 
 // Compact groups queues per topic and broker with ranges of ids, in canonical order.
 func Compact(queues []Queue) []BrokerQueues {
@@ -129,30 +147,11 @@ func Compact(queues []Queue) []BrokerQueues {
 
 // Expand lists the queues of groups, sorted by topic, broker and id. It refuses groups out of canonical
 // order or repeated, ranges that are not ascending and disjoint, ids past MaxQueueID and more than
-// MaxQueues queues in all, so that whatever someone wrote, reading it is bounded.
+// MaxQueues queues in all, so that whatever someone wrote, reading it is bounded. A reader that knows its
+// group's queues bounds it further with Scope.Expand.
 func Expand(groups []BrokerQueues) ([]Queue, error) {
-	var queues []Queue
-	for i, g := range groups {
-		if i > 0 {
-			prev := groups[i-1]
-			if c := strings.Compare(prev.Topic, g.Topic); c > 0 || c == 0 && strings.Compare(prev.Broker, g.Broker) >= 0 {
-				return nil, fmt.Errorf("queues[%d] (%s/%s) is out of order or repeated", i, g.Topic, g.Broker)
-			}
-		}
-		err := eachRange(g.IDs, func(first, last int32) error {
-			if len(queues)+int(last-first)+1 > MaxQueues {
-				return fmt.Errorf("more than %d queues", MaxQueues)
-			}
-			for id := first; id <= last; id++ {
-				queues = append(queues, Queue{Topic: g.Topic, Broker: g.Broker, ID: id})
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("queues[%d] (%s/%s): %w", i, g.Topic, g.Broker, err)
-		}
-	}
-	return queues, nil
+	e, err := (*Scope)(nil).Expand(groups)
+	return e.Queues, err
 }
 
 // CompareQueues orders queues by topic, broker (byte order) and id: the order of entries and claims.

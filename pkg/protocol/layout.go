@@ -158,6 +158,14 @@ type Published struct {
 // shard ConfigMaps by name, and checks each against its digest and each entry against its checksum and
 // generation.
 func ReadPublished(group string, index *corev1.ConfigMap, shards map[string]*corev1.ConfigMap) Published {
+	return ReadPublishedIn(group, index, shards, nil, 0)
+}
+
+// ReadPublishedIn is ReadPublished for a reader that lists only the queues of scope (Scope.Expand) and
+// at most budget of them over all entries (no bound when budget is 0): an operator publishes each queue
+// of a Clustering group once, so entries that list more were not written by it. Entries past the budget
+// are not read, and the finding is in Tampered.
+func ReadPublishedIn(group string, index *corev1.ConfigMap, shards map[string]*corev1.ConfigMap, scope *Scope, budget int) Published {
 	p := Published{Shards: 1, Entries: map[string]PublishedEntry{}}
 	if index == nil {
 		return p
@@ -174,7 +182,7 @@ func ReadPublished(group string, index *corev1.ConfigMap, shards map[string]*cor
 	}
 	checkDigest(index)
 	gen, err := strconv.ParseInt(index.Annotations[GenerationAnnotation], 10, 64)
-	if err != nil || gen < 0 {
+	if err != nil || gen < 0 || gen > MaxGeneration {
 		p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s: annotation %s=%q is not a generation", index.Name, GenerationAnnotation, index.Annotations[GenerationAnnotation]))
 		gen = -1
 	}
@@ -204,9 +212,16 @@ func ReadPublished(group string, index *corev1.ConfigMap, shards map[string]*cor
 			sources = append(sources, shard)
 		}
 	}
+	listed := 0
 	for k, src := range sources {
 		for _, pod := range slices.Sorted(maps.Keys(src.Data)) {
-			e, queues, err := DecodeEntry([]byte(src.Data[pod]))
+			if budget > 0 && listed > budget {
+				p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s: its entries list more than the group's %d queues; entries from key %s on are not read", src.Name, budget, pod))
+				break
+			}
+			e, expanded, err := DecodeEntryIn([]byte(src.Data[pod]), scope)
+			queues := expanded.Queues
+			listed += len(queues)
 			switch {
 			case err != nil:
 				p.Tampered = append(p.Tampered, fmt.Sprintf("ConfigMap %s, key %s: %v", src.Name, pod, err))

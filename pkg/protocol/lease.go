@@ -76,10 +76,17 @@ type LeaseState struct {
 	// report cannot be read; a reader then treats the member as reporting none.
 	Load    map[Queue]float64
 	LoadErr error
+	// Outside counts the queues the claim and the load report list outside the reader's Scope: read
+	// through ReadLeaseIn, they are counted, never listed.
+	Outside int
 }
 
 // ReadLease reads a member's Lease.
-func ReadLease(lease *coordinationv1.Lease) LeaseState {
+func ReadLease(lease *coordinationv1.Lease) LeaseState { return ReadLeaseIn(lease, nil) }
+
+// ReadLeaseIn reads a member's Lease, listing only the queues of scope in its claim and load report
+// (Scope.Expand): what it costs to read is bounded by the group's spec, whatever the Lease says.
+func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	s := LeaseState{Name: lease.Name, UID: lease.UID, ResourceVersion: lease.ResourceVersion, Duration: DefaultLeaseDuration}
 	for _, ref := range lease.OwnerReferences {
 		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
@@ -104,18 +111,18 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
 	}
 	acked, err := strconv.ParseInt(lease.Annotations[AckedGenerationAnnotation], 10, 64)
-	if err == nil && acked > 0 {
+	if err == nil && acked > 0 && acked <= MaxGeneration {
 		s.AckedGeneration = acked
 	}
 	if raw, ok := lease.Annotations[LoadAnnotation]; ok {
-		s.Load, s.LoadErr = DecodeLoad(raw)
+		s.Load, s.Outside, s.LoadErr = DecodeLoadIn(raw, scope)
 	}
 	raw, ok := lease.Annotations[ClaimAnnotation]
 	if !ok {
 		return s
 	}
 	s.HasClaim = true
-	claim, queues, err := DecodeClaim(raw)
+	claim, queues, err := DecodeClaimIn(raw, scope)
 	if err != nil {
 		s.ClaimErr = err
 		return s
@@ -125,7 +132,8 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState {
 		return s
 	}
 	s.PodUID = types.UID(claim.PodUID)
-	s.Claim = queues
+	s.Claim = queues.Queues
+	s.Outside += queues.Outside
 	// The two records of the acknowledged generation should agree; if someone changed one, believe the
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // LoadVersion is the format version of a LoadReport.
@@ -81,36 +82,66 @@ func (r LoadReport) Encode() string {
 // malformed ranges, a count of loads that does not match the ids, a load that is not a finite number of
 // 0 or more, and input that inflates past a few MiB.
 func DecodeLoad(s string) (map[Queue]float64, error) {
-	data, err := inflate(s, "load report")
+	loads, _, err := DecodeLoadIn(s, nil)
+	return loads, err
+}
+
+// maxLoadLen is the most bytes one load takes in a report, as a JSON number and a comma.
+const maxLoadLen = 24
+
+// DecodeLoadIn is DecodeLoad for a reader that keeps only the loads of scope's queues (Scope.Expand) and
+// counts the others: it also refuses a report that inflates past what a report of every queue of scope
+// takes.
+func DecodeLoadIn(s string, scope *Scope) (map[Queue]float64, int, error) {
+	data, err := inflate(s, "load report", scope.maxEncodedLen(maxIDLen+maxLoadLen))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var r LoadReport
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("decoding load report: %w", err)
+		return nil, 0, fmt.Errorf("decoding load report: %w", err)
 	}
 	if r.Version != LoadVersion {
-		return nil, fmt.Errorf("load report has format version %d; this reader knows version %d", r.Version, LoadVersion)
+		return nil, 0, fmt.Errorf("load report has format version %d; this reader knows version %d", r.Version, LoadVersion)
 	}
-	groups := make([]BrokerQueues, len(r.Queues))
-	var values []float64
+	loads := map[Queue]float64{}
+	outside := 0
 	for i, bl := range r.Queues {
-		groups[i] = BrokerQueues{Topic: bl.Topic, Broker: bl.Broker, IDs: bl.IDs}
-		values = append(values, bl.Loads...)
+		if i > 0 {
+			prev := r.Queues[i-1]
+			if c := strings.Compare(prev.Topic, bl.Topic); c > 0 || c == 0 && strings.Compare(prev.Broker, bl.Broker) >= 0 {
+				return nil, 0, fmt.Errorf("load report: queues[%d] (%s/%s) is out of order or repeated", i, bl.Topic, bl.Broker)
+			}
+		}
+		n := scope.count(bl.Topic, bl.Broker)
+		next := 0
+		err := eachRange(bl.IDs, func(first, last int32) error {
+			count := int(last-first) + 1
+			if next+count > len(bl.Loads) {
+				return fmt.Errorf("more ids than loads (%d)", len(bl.Loads))
+			}
+			for id := first; id <= last; id, next = id+1, next+1 {
+				v := bl.Loads[next]
+				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					return fmt.Errorf("the load of id %d is %v: want a finite number of 0 or more", id, v)
+				}
+				if id >= n {
+					outside++
+					continue
+				}
+				if len(loads) >= MaxQueues {
+					return fmt.Errorf("more than %d queues", MaxQueues)
+				}
+				loads[Queue{Topic: bl.Topic, Broker: bl.Broker, ID: id}] = v
+			}
+			return nil
+		})
+		if err == nil && next != len(bl.Loads) {
+			err = fmt.Errorf("%d loads for %d ids", len(bl.Loads), next)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("load report: queues[%d] (%s/%s): %w", i, bl.Topic, bl.Broker, err)
+		}
 	}
-	queues, err := Expand(groups)
-	if err != nil {
-		return nil, fmt.Errorf("load report: %w", err)
-	}
-	if len(queues) != len(values) {
-		return nil, fmt.Errorf("load report: %d queues and %d loads", len(queues), len(values))
-	}
-	loads := make(map[Queue]float64, len(queues))
-	for i, q := range queues {
-		loads[q] = values[i]
-	}
-	if err := CheckLoad(loads); err != nil {
-		return nil, fmt.Errorf("load report: %w", err)
-	}
-	return loads, nil
+	return loads, outside, nil
 }
