@@ -251,12 +251,17 @@ func (p *decider) judgeTrust() {
 
 func (p *decider) checkSelector() *problem { return p.obs.selectorProblem }
 
+// foreignRecheck is how often a group stalled by a ConfigMap it does not control looks whether it is gone.
+const foreignRecheck = 10 * time.Second
+
 // checkOwnership stops the pass when a ConfigMap under one of the assignment's names was not created for
 // this group: the operator neither adopts nor overwrites it, and publishes nothing until it is gone.
 func (p *decider) checkOwnership() *problem {
 	if len(p.obs.foreign) == 0 {
 		return nil
 	}
+	// Their removal starts no pass: the cache watches only the operator's own ConfigMaps.
+	p.d.lookAgainAt(p.env.now, p.env.now.Add(foreignRecheck))
 	return &problem{ReasonNotOwned, fmt.Sprintf(
 		"ConfigMaps %s exist and are not controlled by ConsumerGroup %s; the operator neither writes nor deletes what it did not create. Rename the group or move those ConfigMaps away",
 		strings.Join(p.obs.foreign, ", "), p.group.Name)}
