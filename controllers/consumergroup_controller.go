@@ -6,6 +6,8 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +41,8 @@ type ConsumerGroupReconciler struct {
 	metrics groupMetrics
 	// sightings times the members' Lease renewals on the operator's clock and remembers vanished Leases.
 	sightings leaseSightings
+	// quickRetries counts the passes in a row that met a newer object.
+	quickRetries retryCounts
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -72,7 +76,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	now := r.Clock.Now()
 	obs, err := r.observe(ctx, &group, now)
 	if err != nil {
-		return r.retry(ctx, "observation", err)
+		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
 	strategy, prob := r.strategies.get(&group)
 	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
@@ -87,7 +91,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	if err := r.publish(ctx, &group, obs, d); err != nil {
-		return r.retry(ctx, "assignment", err)
+		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
 	if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
@@ -96,6 +100,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		log.FromContext(ctx).Info("Published assignment", "generation", d.generation,
 			"members", len(d.members), "queues", d.queueCount, "moved", d.moved, "objects", len(d.writes))
 	}
+	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
 	r.metrics.record(&group, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
@@ -118,20 +123,25 @@ func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alp
 		}
 	}
 	if err != nil {
-		return r.retry(ctx, "status", err)
+		return r.retry(ctx, client.ObjectKeyFromObject(group), "status", err)
 	}
 	return ctrl.Result{}, nil
 }
 
 // retry turns a write that met a newer object (or found it gone) into a quick, quiet retry, ends quietly
 // when the operator is stopping, and returns other errors for the controller to log and retry with
-// backoff: an error in the log means something is wrong.
-func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err error) (ctrl.Result, error) {
+// backoff: an error in the log means something is wrong. A write that meets a newer object again and
+// again is not the cache lagging but something in the way (an object someone else holds under the name):
+// after maxQuickRetries in a row it too is returned, and retried with the controller's exponential backoff.
+func (r *ConsumerGroupReconciler) retry(ctx context.Context, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
 	switch {
 	case ctx.Err() != nil:
 		return ctrl.Result{}, nil //nolint:nilerr // a pass cut short by the operator stopping is not an error
 
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
+		if n := r.quickRetries.add(group); n > maxQuickRetries {
+			return ctrl.Result{}, fmt.Errorf("%s: %d writes in a row met a newer object: %w", what, n, err)
+		}
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 
@@ -144,11 +154,38 @@ func (r *ConsumerGroupReconciler) retry(ctx context.Context, what string, err er
 	return ctrl.Result{}, err
 }
 
+// maxQuickRetries is how many passes in a row may end in a quick retry (conflictRetry) before the next
+// goes through the controller's exponential backoff.
+const maxQuickRetries = 5
+
+// retryCounts counts, per group, the passes in a row that ended in a quick retry.
+type retryCounts struct {
+	mu sync.Mutex
+	n  map[types.NamespacedName]int
+}
+
+func (c *retryCounts) add(group types.NamespacedName) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[types.NamespacedName]int{}
+	}
+	c.n[group]++
+	return c.n[group]
+}
+
+func (c *retryCounts) reset(group types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.n, group)
+}
+
 // forget drops what the reconciler keeps in memory of a group that is gone.
 func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.strategies.forget(group)
 	r.metrics.forget(group)
 	r.sightings.forget(group)
+	r.quickRetries.reset(group)
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,7 +151,7 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 	obs.index, obs.shards = nil, map[string]*corev1.ConfigMap{}
 	var owned corev1.ConfigMapList
 	if err := reader.List(ctx, &owned, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
-		return err
+		return fmt.Errorf("listing the group's ConfigMaps: %w", err)
 	}
 	index := assignmentName(group)
 	for i := range owned.Items {
@@ -168,7 +169,25 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 		case err == nil:
 			obs.index = &cm
 		case !apierrors.IsNotFound(err):
-			return err
+			return fmt.Errorf("reading ConfigMap %s: %w", index, err)
+		}
+	}
+	// A shard the index names but the cache lacks may have lost its labels: it is looked for by name, so
+	// that a pass does not try, again and again, to create what exists.
+	if obs.index != nil {
+		n, _ := strconv.Atoi(obs.index.Annotations[protocol.ShardsAnnotation])
+		for k := range min(n, protocol.MaxShards) {
+			name := protocol.ShardName(group.Name, k)
+			if obs.shards[name] != nil {
+				continue
+			}
+			var cm corev1.ConfigMap
+			switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &cm); {
+			case err == nil:
+				obs.shards[name] = &cm
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading ConfigMap %s: %w", name, err)
+			}
 		}
 	}
 	obs.foreign = nil
