@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,59 +17,91 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-func main() {
-	var (
-		metricsAddr   string
-		probeAddr     string
-		leaderElect   bool
-		leaderElectNS string
-		namespaces    string
-		maxClockSkew  time.Duration
-		election      manager.LeaderElectionTimings
-		printVersion  bool
-	)
-	flag.BoolVar(&printVersion, "version", false, "Print the version, commit, build date and Go version, and exit.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles.")
-	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
-	flag.DurationVar(&election.LeaseDuration, "leader-elect-lease-duration", manager.DefaultLeaderElection.LeaseDuration,
+// config is what the command line asks for.
+type config struct {
+	printVersion  bool
+	metrics       manager.MetricsServing
+	probeAddr     string
+	leaderElect   bool
+	leaderElectNS string
+	namespaces    string
+	maxClockSkew  time.Duration
+	election      manager.LeaderElectionTimings
+	clientLimit   manager.ClientRateLimit
+	zap           zap.Options
+}
+
+// parseFlags reads args (without the command's name) into a config.
+func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
+	c := &config{}
+	fs.BoolVar(&c.printVersion, "version", false, "Print the version, commit, build date and Go version, and exit.")
+	fs.StringVar(&c.metrics.BindAddress, "metrics-bind-address", manager.DefaultMetricsServing.BindAddress,
+		"Address the metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&c.metrics.Secure, "metrics-secure", manager.DefaultMetricsServing.Secure,
+		"Serve the metrics over HTTPS, only to clients whose bearer token the API server authenticates and authorizes to get /metrics (the metrics-reader ClusterRole). "+
+			"false serves plain HTTP to anybody who reaches the address.")
+	fs.StringVar(&c.metrics.CertDir, "metrics-cert-path", "",
+		"Directory holding the metrics endpoint's certificate and key (reloaded when they change); empty: a self-signed certificate generated at start.")
+	fs.StringVar(&c.metrics.CertName, "metrics-cert-name", manager.DefaultMetricsServing.CertName, "The certificate's file name in --metrics-cert-path.")
+	fs.StringVar(&c.metrics.KeyName, "metrics-cert-key", manager.DefaultMetricsServing.KeyName, "The key's file name in --metrics-cert-path.")
+	fs.BoolVar(&c.metrics.EnableHTTP2, "enable-http2", false,
+		"Let metrics clients speak HTTP/2; off, HTTP/2's rapid reset and stream cancellation attacks (CVE-2023-44487, CVE-2023-39325) cannot reach the operator.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica reconciles.")
+	fs.StringVar(&c.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", manager.DefaultLeaderElection.LeaseDuration,
 		"How long standby replicas wait, after the leader's last renewal, before one takes over: the failover time when a leader dies without releasing its Lease.")
-	flag.DurationVar(&election.RenewDeadline, "leader-elect-renew-deadline", manager.DefaultLeaderElection.RenewDeadline,
+	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", manager.DefaultLeaderElection.RenewDeadline,
 		"How long the leader keeps trying to renew before it stops leading; less than the lease duration.")
-	flag.DurationVar(&election.RetryPeriod, "leader-elect-retry-period", manager.DefaultLeaderElection.RetryPeriod,
+	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", manager.DefaultLeaderElection.RetryPeriod,
 		"How often the leader renews and standbys try to acquire; a leader that stops on SIGTERM releases its Lease, and a standby takes over within about this long.")
-	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces.")
-	flag.DurationVar(&maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
+	fs.StringVar(&c.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.DurationVar(&c.maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
 		"How far the clocks of member pods and of the operator may differ; a claim stands this much past its Lease's duration.")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	if printVersion {
+	var qps float64
+	fs.Float64Var(&qps, "kube-api-qps", float64(manager.DefaultClientRateLimit.QPS),
+		"Requests a second the operator sends the API server, for each kind of object, after a burst. "+
+			"The default is sized for 10,000 consumer pods: about 1,000 groups, whose two generations of writes after an event that touches them all "+
+			"(a failover, a drained zone) go out in about 20 s; it is also the most a reconcile loop gone wrong can send.")
+	fs.IntVar(&c.clientLimit.Burst, "kube-api-burst", manager.DefaultClientRateLimit.Burst,
+		"Requests the operator may send the API server at once, for each kind of object, above --kube-api-qps: a few dozen groups' writes, so that a few groups changing never wait.")
+	c.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	c.clientLimit.QPS = float32(qps)
+	return c, errors.Join(c.election.Validate(), c.clientLimit.Validate(), c.metrics.Validate())
+}
+
+func main() {
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.printVersion {
 		fmt.Println(version.Get().String("consumergroup-operator"))
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
 	setupLog := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
-	if err := election.Validate(); err != nil {
-		setupLog.Error(err, "Invalid leader election flags")
-		os.Exit(2)
-	}
-	mgrOpts := manager.Options(metricsAddr, probeAddr, leaderElect, leaderElectNS, namespaces)
-	election.Apply(&mgrOpts)
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	mgrOpts := manager.Options(c.metrics.BindAddress, c.probeAddr, c.leaderElect, c.leaderElectNS, c.namespaces)
+	c.election.Apply(&mgrOpts)
+	c.metrics.Apply(&mgrOpts)
+	mgr, err := ctrl.NewManager(c.clientLimit.Apply(ctrl.GetConfigOrDie()), mgrOpts)
 	if err != nil {
 		setupLog.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	if err := manager.Setup(ctx, mgr, maxClockSkew); err != nil {
+	if err := manager.Setup(ctx, mgr, c.maxClockSkew); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}
 	v := version.Get()
-	setupLog.Info("Starting the manager", "version", v.Version, "commit", v.Commit, "built", v.Date)
+	setupLog.Info("Starting the manager", "version", v.Version, "commit", v.Commit, "built", v.Date,
+		"metrics", c.metrics.BindAddress, "metricsSecure", c.metrics.Secure, "kubeAPIQPS", c.clientLimit.QPS, "kubeAPIBurst", c.clientLimit.Burst)
 	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "The manager stopped with an error")
 		os.Exit(1)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+)
+
+func parse(t *testing.T, args ...string) (*config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("consumergroup-operator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+// TestDefaultFlags: without flags the operator serves its metrics over HTTPS with authentication and
+// authorization on :8443, and keeps to the client rate limit sized for 10,000 pods.
+func TestDefaultFlags(t *testing.T) {
+	c, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.metrics.BindAddress != ":8443" || !c.metrics.Secure || c.metrics.CertDir != "" || c.metrics.EnableHTTP2 {
+		t.Errorf("metrics %+v, want secure serving on :8443 with a self-signed certificate, HTTP/1.1 only", c.metrics)
+	}
+	if c.clientLimit.QPS != 100 || c.clientLimit.Burst != 200 {
+		t.Errorf("client rate limit %+v, want QPS 100, burst 200", c.clientLimit)
+	}
+	if c.clientLimit != manager.DefaultClientRateLimit || c.election != manager.DefaultLeaderElection {
+		t.Errorf("defaults %+v, %+v differ from internal/manager's", c.clientLimit, c.election)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	c, err := parse(t, "--kube-api-qps=50", "--kube-api-burst=60", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.clientLimit != (manager.ClientRateLimit{QPS: 50, Burst: 60}) || c.metrics.Secure || c.metrics.BindAddress != "127.0.0.1:8080" {
+		t.Errorf("flags gave %+v and %+v", c.clientLimit, c.metrics)
+	}
+	for _, args := range [][]string{
+		{"--kube-api-qps=0"},
+		{"--kube-api-burst=0"},
+		{"--metrics-cert-path=" + t.TempDir()}, // no tls.crt or tls.key in it
+		{"--leader-elect-lease-duration=1s"},
+	} {
+		if _, err := parse(t, args...); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
