@@ -119,8 +119,9 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 	}
 	group := groupName(sample)
 
-	// The operator, as main.go runs it, without leader election or probes, and with its metrics on a free
-	// port of the loopback interface (a fixed one may be taken on a developer's machine).
+	// The operator, as main.go runs it, without leader election or probes, and with its metrics in plain
+	// HTTP on a free port of the loopback interface (a fixed one may be taken on a developer's machine):
+	// nothing off this machine reaches them, and curl reads them without a token.
 	metricsAddr, err := freeLoopbackAddress()
 	if err != nil {
 		return err
@@ -154,7 +155,7 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 The operator is running (its log: %s). In another terminal:
 
 KUBECONFIG=%s
-metrics: http://%s/metrics
+metrics: http://%s/metrics (plain HTTP, on the loopback interface only; in a cluster the operator serves HTTPS to authorized scrapers, docs/metrics.md)
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get cg -o wide
   kubectl get configmap %s -o yaml

@@ -164,8 +164,10 @@ func TestChartDefaults(t *testing.T) {
 	if !reflect.DeepEqual(role.Rules, generated.Rules) {
 		t.Errorf("the chart's ClusterRole rules\n%v\ndiffer from config/rbac/role.yaml's\n%v", role.Rules, generated.Rules)
 	}
-	if len(roles) != 1 || len(find(objs, "ClusterRoleBinding")) != 1 || len(find(objs, "Role")) != 1 {
-		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles: want the manager's role bound cluster-wide and the leader election's",
+	// Besides: the metrics endpoint's authentication and authorization, bound, and metrics-reader, for
+	// scrapers (TestChartMetrics).
+	if len(roles) != 3 || len(find(objs, "ClusterRoleBinding")) != 2 || len(find(objs, "Role")) != 1 {
+		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles: want the manager's role bound cluster-wide, the metrics auth role bound, metrics-reader and the leader election's",
 			len(roles), len(find(objs, "ClusterRoleBinding")), len(find(objs, "Role")))
 	}
 	if len(find(objs, "Service")) != 1 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PrometheusRule")) != 0 {
@@ -217,8 +219,8 @@ func TestChartNonDefaults(t *testing.T) {
 		t.Errorf("RoleBindings %v, want %v", bindings, want)
 	}
 	crbs := find(objs, "ClusterRoleBinding")
-	if len(crbs) != 1 || crbs["cgo-consumergroup-operator-nodes"] == nil {
-		t.Errorf("ClusterRoleBindings %v, want only the nodes one", keys(crbs))
+	if len(crbs) != 2 || crbs["cgo-consumergroup-operator-nodes"] == nil || crbs["cgo-consumergroup-operator-metrics-auth"] == nil {
+		t.Errorf("ClusterRoleBindings %v, want only the nodes one and the metrics endpoint's", keys(crbs))
 	}
 	var nodes rbacv1.ClusterRole
 	as(t, find(objs, "ClusterRole")["cgo-consumergroup-operator-nodes"], &nodes)
@@ -264,6 +266,8 @@ func TestChartCopiesConfig(t *testing.T) {
 		"crds/messaging.consumergroup.io_consumergroups.yaml": "crd/bases/messaging.consumergroup.io_consumergroups.yaml",
 		"files/role.yaml":                 "rbac/role.yaml",
 		"files/leader_election_role.yaml": "rbac/leader_election_role.yaml",
+		"files/metrics_auth_role.yaml":    "rbac/metrics_auth_role.yaml",
+		"files/metrics_reader_role.yaml":  "rbac/metrics_reader_role.yaml",
 		"files/alert-rules.yaml":          "prometheus/rules.yaml",
 	} {
 		got, err := os.ReadFile(filepath.Join(chartDir, chartFile))
