@@ -5,11 +5,15 @@
 //	GET  /v1/assignment                      the assignment in force
 //	GET  /v1/assignment?after=N&timeout=30s  wait for a generation other than N
 //	POST /v1/ack {"generation":N}            the consumer applied generation N
-//	POST /v1/drain                           wait until the operator released the pod's queues (preStop)
+//	POST /v1/drain                           the pod is shutting down: wait until the operator released its
+//	                                         queues, then hold and claim nothing until the agent restarts
 //	PUT  /v1/load {"loads":{"t/b/0":1.5}}    the load of the queues the consumer reads
 //	GET  /healthz                            200 once the assignment is read and the Lease renewed
 //
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.
+//
+// The API has no authentication: whoever reaches it can acknowledge for the consumer or drain the pod. It
+// listens on loopback only, unless -allow-non-loopback says otherwise.
 package main
 
 import (
@@ -19,6 +23,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -46,7 +51,8 @@ func main() {
 
 // run parses flags and the environment, then serves until ctx ends.
 func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on; keep it on localhost")
+	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on: a loopback address or localhost, unless -"+allowNonLoopbackFlag+" is set")
+	allowNonLoopback := fs.Bool(allowNonLoopbackFlag, false, "allow -listen on an address other than loopback; the API has no authentication, so anyone who reaches it can acknowledge for the consumer or drain the pod")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; the pod's service account when empty")
 	leaseDuration := fs.Duration("lease-duration", protocol.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it, and the consumer must stop reading within the last third once it cannot be")
 	maxClockSkew := fs.Duration("max-clock-skew", protocol.DefaultMaxClockSkew, "how far this pod's clock may differ from the operator's and other pods'; the same value as the operator's --max-clock-skew")
@@ -60,6 +66,9 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	}
 	if *printVersion {
 		_, err := fmt.Println(version.Get().String("consumergroup-agent"))
+		return err
+	}
+	if err := checkListen(*listen, *allowNonLoopback); err != nil {
 		return err
 	}
 
@@ -90,6 +99,30 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Serving assignment", "address", ln.Addr().String(), "group", cfg.Group, "pod", cfg.Pod, "lease", client.LeaseName())
 	return serve(ctx, client, ln, limits{defaultPoll: min(30*time.Second, *maxPoll), maxPoll: *maxPoll, drain: *drainTimeout})
+}
+
+// allowNonLoopbackFlag names the flag that lets the agent listen beyond the pod's loopback.
+const allowNonLoopbackFlag = "allow-non-loopback"
+
+// checkListen refuses an address to listen on that is not loopback (an IP literal, or localhost) unless
+// allowed: the API has no authentication, so reaching it from outside the pod must be asked for.
+func checkListen(addr string, allowNonLoopback bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-listen=%s: %w", addr, err)
+	}
+	if allowNonLoopback || host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	what := fmt.Sprintf("%q is not a loopback address", host)
+	if host == "" {
+		what = "an empty host listens on every address"
+	}
+	return fmt.Errorf("-listen=%s: %s; the agent's API has no authentication, so it listens on 127.0.0.1, ::1 or localhost only, unless -%s is set",
+		addr, what, allowNonLoopbackFlag)
 }
 
 // serve runs the member client and the HTTP API on ln until ctx ends.

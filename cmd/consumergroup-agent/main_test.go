@@ -55,9 +55,11 @@ type agent struct {
 	base  string
 	ns    string
 	group string
+	pod   string
 }
 
-func startAgent(t *testing.T, prefix, group, pod string) agent {
+// tweak, when not nil, adjusts the member's configuration.
+func startAgent(t *testing.T, prefix, group, pod string, tweak func(*member.Config)) agent {
 	t.Helper()
 	ctx := context.Background()
 	ns := fmt.Sprintf("%s-%d", prefix, nsCounter.Add(1))
@@ -71,10 +73,14 @@ func startAgent(t *testing.T, prefix, group, pod string) agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := member.New(cs, member.Config{
+	cfg := member.Config{
 		Namespace: ns, Group: group, Pod: pod, PodUID: p.UID,
 		LeaseDuration: 3 * time.Second, DrainAckTimeout: time.Hour,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	client, err := member.New(cs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +99,7 @@ func startAgent(t *testing.T, prefix, group, pod string) agent {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return agent{t: t, base: "http://" + ln.Addr().String(), ns: ns, group: group}
+	return agent{t: t, base: "http://" + ln.Addr().String(), ns: ns, group: group, pod: pod}
 }
 
 // call sends a request and decodes the JSON response into out (when not nil), returning the status code.
@@ -150,7 +156,7 @@ type errorBody struct {
 }
 
 func TestAgentHTTPAPI(t *testing.T) {
-	a := startAgent(t, "agent-api", "orders", "consumer-0")
+	a := startAgent(t, "agent-api", "orders", "consumer-0", nil)
 
 	// Healthy once the assignment is read and the Lease written.
 	eventually(t, func() error {
@@ -241,7 +247,7 @@ func TestAgentHTTPAPI(t *testing.T) {
 
 // A load report put to the agent reaches the Lease with its next renewal, for the queues the pod reads.
 func TestAgentLoad(t *testing.T) {
-	a := startAgent(t, "agent-load", "orders", "consumer-0")
+	a := startAgent(t, "agent-load", "orders", "consumer-0", nil)
 	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1)})
 	eventually(t, func() error {
 		var resp assignmentResponse
@@ -269,7 +275,7 @@ func TestAgentLoad(t *testing.T) {
 }
 
 func TestAgentDrain(t *testing.T) {
-	a := startAgent(t, "agent-drain", "orders", "consumer-0")
+	a := startAgent(t, "agent-drain", "orders", "consumer-0", nil)
 	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1, 2)})
 	eventually(t, func() error {
 		var resp assignmentResponse
@@ -298,5 +304,111 @@ func TestAgentDrain(t *testing.T) {
 	}
 	if code := <-drained; code != http.StatusOK {
 		t.Fatalf("drain returned %d, want 200", code)
+	}
+	a.drainedForGood(3)
+}
+
+// The drain is the only path on which the agent acknowledges for the consumer, and it is the agent's
+// shutdown: once it acknowledged, the agent hands out nothing more.
+func TestAgentDrainAcknowledgesOnlyAsItStops(t *testing.T) {
+	a := startAgent(t, "agent-drain-ack", "orders", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = 300 * time.Millisecond })
+	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1)})
+	a.awaitGeneration(1)
+	if code := a.call("POST", "/v1/ack", `{"generation":1}`, nil); code != http.StatusOK {
+		t.Fatalf("ack 1: %d", code)
+	}
+	// A rebalance takes every queue from the pod; the consumer has not applied it yet. However long it
+	// takes, only the consumer acknowledges it: the Lease goes on claiming what it may still read.
+	a.publish(2, map[string][]member.Queue{"consumer-0": nil, "consumer-1": orders(0, 1)})
+	a.awaitGeneration(2)
+	time.Sleep(time.Second)
+	if s := a.lease(); s.AckedGeneration != 1 || fmt.Sprint(s.Claim) != fmt.Sprint(orders(0, 1)) {
+		t.Fatalf("without a drain the Lease acknowledges %d and claims %v, want 1 and %v", s.AckedGeneration, s.Claim, orders(0, 1))
+	}
+
+	// The pod shuts down: the drain acknowledges the release for the consumer after -drain-ack-timeout,
+	// and stops the agent.
+	var drained struct {
+		Drained bool  `json:"drained"`
+		Acked   int64 `json:"acked"`
+	}
+	if code := a.call("POST", "/v1/drain", "", &drained); code != http.StatusOK || !drained.Drained || drained.Acked != 2 {
+		t.Fatalf("drain: %d %+v, want 200, drained, acked 2", code, drained)
+	}
+	if s := a.lease(); s.AckedGeneration != 2 || !s.Released() {
+		t.Fatalf("after the drain the Lease acknowledges %d and claims %v, want 2 and nothing", s.AckedGeneration, s.Claim)
+	}
+	a.drainedForGood(3)
+}
+
+// awaitGeneration waits until the agent serves generation gen.
+func (a agent) awaitGeneration(gen int64) {
+	a.t.Helper()
+	eventually(a.t, func() error {
+		var resp assignmentResponse
+		if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != gen {
+			return fmt.Errorf("generation %d in force, want %d", resp.Generation, gen)
+		}
+		return nil
+	})
+}
+
+// lease reads the pod's Lease.
+func (a agent) lease() protocol.LeaseState {
+	a.t.Helper()
+	lease, err := cs.CoordinationV1().Leases(a.ns).Get(context.Background(), protocol.LeaseName(a.group, a.pod), metav1.GetOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return protocol.ReadLease(lease)
+}
+
+// drainedForGood checks that an agent whose drain returned hands out nothing from then on: generation 0
+// with a reason, an unhealthy /healthz; a generation gen that gives the pod queues is neither served nor
+// claimed by the Lease renewals after it, its acknowledgement is refused, and a second drain returns at
+// once.
+func (a agent) drainedForGood(gen int64) {
+	t := a.t
+	t.Helper()
+	var resp assignmentResponse
+	if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != 0 || len(resp.Queues) != 0 || !strings.Contains(resp.Reason, "drained") {
+		t.Fatalf("after the drain GET /v1/assignment = %+v, want generation 0, no queues and a reason saying the pod drained", resp)
+	}
+	var h healthResponse
+	if code := a.call("GET", "/healthz", "", &h); code != http.StatusServiceUnavailable || !strings.Contains(h.Error, "drained") {
+		t.Fatalf("after the drain /healthz = %d %+v, want 503 saying the pod drained", code, h)
+	}
+	if s := a.lease(); !s.Released() {
+		t.Fatalf("after the drain the Lease claims %v, want nothing", s.Claim)
+	}
+
+	a.publish(gen, map[string][]member.Queue{a.pod: orders(5, 6)})
+	eventually(t, func() error {
+		var h healthResponse
+		if a.call("GET", "/healthz", "", &h); h.PublishedGeneration != gen {
+			return fmt.Errorf("the agent sees generation %d published, want %d", h.PublishedGeneration, gen)
+		}
+		return nil
+	})
+	seen := time.Now()
+	resp = assignmentResponse{}
+	if a.call("GET", "/v1/assignment?after=0&timeout=1500ms", "", &resp); resp.Generation != 0 || len(resp.Queues) != 0 {
+		t.Fatalf("after the drain a long-poll served %+v once generation %d gave the pod queues, want generation 0", resp, gen)
+	}
+	eventually(t, func() error {
+		if renewed := a.lease().RenewTime; !renewed.After(seen) {
+			return fmt.Errorf("the Lease was last renewed at %v, not since %v", renewed, seen)
+		}
+		return nil
+	})
+	if s := a.lease(); !s.Released() {
+		t.Fatalf("after the drain the Lease claims %v once generation %d gave the pod queues, want nothing", s.Claim, gen)
+	}
+	var e errorBody
+	if code := a.call("POST", "/v1/ack", fmt.Sprintf(`{"generation":%d}`, gen), &e); code != http.StatusConflict || !strings.Contains(e.Error, "drained") {
+		t.Fatalf("after the drain POST /v1/ack %d = %d %q, want 409 saying the pod drained", gen, code, e.Error)
+	}
+	if code := a.call("POST", "/v1/drain?timeout=1s", "", nil); code != http.StatusOK {
+		t.Fatalf("a second drain returned %d, want 200", code)
 	}
 }

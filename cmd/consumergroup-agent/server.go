@@ -138,7 +138,7 @@ func (s *server) ack(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	switch err := s.client.Ack(ctx, *req.Generation); {
-	case errors.Is(err, member.ErrUnknownGeneration):
+	case errors.Is(err, member.ErrUnknownGeneration), errors.Is(err, member.ErrDrained):
 		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -181,7 +181,9 @@ func (s *server) load(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"queues": len(loads)})
 }
 
-// drain waits until the operator has released the pod's queues, for a preStop hook.
+// drain is the pod's shutdown, for a preStop hook: it waits until the operator has released the pod's
+// queues, then stops the member, which hands out, claims and acknowledges nothing more until the agent
+// restarts (member.Client.Drain). A drain that times out changes nothing.
 func (s *server) drain(w http.ResponseWriter, r *http.Request) {
 	timeout, ok := s.timeout(w, r, s.limits.drain, s.limits.drain)
 	if !ok {
@@ -209,7 +211,7 @@ type healthResponse struct {
 	Error               string `json:"error,omitempty"`
 }
 
-// healthz is healthy once the assignment has been read and the Lease is being renewed.
+// healthz is healthy once the assignment has been read and the Lease is being renewed, until a drain.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	st := s.client.Status()
 	resp := healthResponse{
@@ -222,6 +224,8 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 		resp.LeaseRenewedAt = st.LeaseRenewedAt.UTC().Format(time.RFC3339Nano)
 	}
 	switch {
+	case st.Drained:
+		resp.Error = "the pod has drained: the agent hands out nothing until it restarts"
 	case !st.Synced:
 		resp.Error = "the assignment ConfigMap has not been read yet"
 	case st.LeaseRenewedAt.IsZero():

@@ -20,7 +20,8 @@
 //		c.Ack(ctx, a.Generation)
 //	}
 //
-// A preStop hook calls Drain, which returns once the operator has released the pod's queues.
+// A preStop hook calls Drain, which returns once the operator has released the pod's queues and the
+// member's Lease claims none: from then on the member reads nothing until its process restarts.
 package member
 
 import (
@@ -46,6 +47,13 @@ type Queue = protocol.Queue
 
 // ErrUnknownGeneration is returned by Ack for a generation the pod has not seen published.
 var ErrUnknownGeneration = errors.New("generation not published")
+
+// ErrDrained is returned by Ack once Drain has stopped the member: it reads nothing until its process
+// restarts, so it acknowledges nothing new.
+var ErrDrained = errors.New("the member has drained")
+
+// drainedReason is the reason nothing is in force once Drain has stopped the member.
+const drainedReason = "the member has drained: it reads nothing, and claims nothing, until its process restarts"
 
 // Assignment is what a member consumes: the queues one generation of the group's assignment lists for
 // it. Generation 0 means no assignment is in force and the member must consume nothing: none has been
@@ -79,9 +87,10 @@ type Client struct {
 	ackMu sync.Mutex
 
 	mu sync.Mutex
-	// inForce is the assignment delivered last; reason says why it is empty, when it is.
-	inForce Assignment
-	reason  string
+	// inForce is the assignment delivered last, since inForceSince; reason says why it is empty, when it is.
+	inForce      Assignment
+	inForceSince time.Time
+	reason       string
 	// pending is the newest assignment, held back until the Lease claims its queues: the application may
 	// read a queue only once the Lease says it may (claimed, the claim last written). Otherwise a claim
 	// the operator or a new pod of the same name reads as released could hide a queue being read.
@@ -104,6 +113,9 @@ type Client struct {
 	changed chan struct{}
 	// load is the application's latest load report (ReportLoad).
 	load map[Queue]float64
+	// stopped is set once Drain has stopped the member: nothing is in force, claimed or acknowledged
+	// from then on, for as long as this Client lives.
+	stopped bool
 }
 
 // New returns a Client for the member cfg describes. It checks cfg and talks to nothing until Run.
@@ -120,6 +132,9 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 		delivered: map[int64][]Queue{},
 		reason:    "the assignment has not been read yet",
 	}
+	// Nothing is in force from the start, but an earlier process of this pod may have handed the
+	// application queues (a sidecar restarts on its own): it is told generation 0 from now on.
+	c.inForceSince = cfg.Clock.Now()
 	c.view = newAssignmentView(cs, cfg, c.evaluate)
 	c.keeper = newLeaseKeeper(cs, cfg, c.leaseState, c.leaseWritten, c.adopt, c.evaluate)
 	return c, nil
@@ -167,6 +182,11 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) leaseState() leaseState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopped {
+		// Drain has handed the application generation 0 and waited for it to stop: the claim is empty,
+		// which tells the operator and a new pod of the same name that this pod reads nothing.
+		return leaseState{acked: c.acked, groupUID: c.group}
+	}
 	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues)
 	var load map[Queue]float64
 	if len(c.load) > 0 {
@@ -218,6 +238,9 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 	if c.acked == 0 {
 		c.acked, c.written = acked, acked
 	}
+	if c.stopped {
+		return // the application was told to read nothing, and Drain waited for it
+	}
 	c.ackedQueues = protocol.UnionQueues(c.ackedQueues, claim)
 }
 
@@ -227,6 +250,9 @@ func (c *Client) evaluate() {
 	fresh, leaseReason := c.keeper.status(c.cfg.Clock.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopped {
+		return // nothing is delivered after a drain
+	}
 	if view.GroupUID != "" && view.GroupUID != c.group {
 		// A group created anew (or first seen): its generations start over, and no acknowledgement of the
 		// old one counts for it. The queues read so far stay claimed.
@@ -270,11 +296,22 @@ func (c *Client) evaluate() {
 		return
 	}
 	c.pending = Assignment{}
-	c.inForce = a
 	if a.Generation > 0 {
 		c.highest = a
 		c.delivered[a.Generation] = a.Queues
 	}
+	c.deliverLocked(a)
+	if c.cfg.AutoAck && a.Generation > c.acked {
+		select {
+		case c.autoAck <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// deliverLocked puts a in force and hands it to the application.
+func (c *Client) deliverLocked(a Assignment) {
+	c.inForce, c.inForceSince = a, c.cfg.Clock.Now()
 	c.notifyLocked()
 	// One producer, under c.mu: after emptying the buffer the send cannot block.
 	select {
@@ -282,12 +319,6 @@ func (c *Client) evaluate() {
 	default:
 	}
 	c.updates <- a
-	if c.cfg.AutoAck && a.Generation > c.acked {
-		select {
-		case c.autoAck <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (c *Client) notifyLocked() {
@@ -328,8 +359,9 @@ func (c *Client) Next(ctx context.Context, after int64) (Assignment, error) {
 // Ack records that the application has applied generation: it consumes exactly the queues that
 // generation lists for it. It writes the generation, and the claim that follows from it, into the Lease,
 // where the operator reads them. Acknowledging a generation at or below the last one written does
-// nothing; one that was never delivered is an error wrapping ErrUnknownGeneration. When the write fails,
-// the acknowledgement is still kept, and written with the next renewal.
+// nothing; one that was never delivered is an error wrapping ErrUnknownGeneration, and any other once Drain
+// has stopped the member an error wrapping ErrDrained. When the write fails, the acknowledgement is still
+// kept, and written with the next renewal.
 func (c *Client) Ack(ctx context.Context, generation int64) error {
 	if generation < 0 {
 		return fmt.Errorf("generation %d is negative", generation)
@@ -345,6 +377,9 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 	// replace the claim the earlier process left, which may list more.
 	narrows := delivered && generation == c.acked && !slices.Equal(queues, c.ackedQueues)
 	switch {
+	case c.stopped && generation > c.written:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: generation %d is not acknowledged; %s", ErrDrained, generation, drainedReason)
 	case generation > c.highest.Generation:
 		newest := c.highest.Generation
 		c.mu.Unlock()
@@ -404,19 +439,38 @@ func (c *Client) autoAckLoop(ctx context.Context) {
 	}
 }
 
-// Drain waits until the operator has released the pod's queues: the assignment lists no queues for the
-// pod (or the pod has no entry, or there is no assignment), and that generation is acknowledged. If the
-// application does not acknowledge it within Config.DrainAckTimeout, Drain acknowledges it. A preStop
-// hook calls Drain; the operator releases the queues of a pod once the pod is being deleted. Drain returns
-// an error wrapping ctx.Err() saying what it was still waiting for when ctx ends.
+// Drain is the member's shutdown: it waits until the operator has released the pod's queues, then stops
+// the member for good and releases its claim. A preStop hook calls it; the operator releases the queues of
+// a pod once the pod is being deleted.
+//
+// The queues are released when the assignment lists none for the pod (or the pod has no entry) and the
+// application acknowledged that generation; if it does not within Config.DrainAckTimeout (at once with
+// Config.AutoAck), Drain acknowledges it for the application. When there is no assignment at all (the
+// ConfigMap is gone), the application has been handed generation 0; unless the assignment comes back
+// first, Drain gives the application Config.DrainAckTimeout to stop. Either timeout counts from when the
+// application was handed the release (or generation 0), or from when Drain saw it if that was later.
+//
+// Then the member stops: it hands the application generation 0, and until its process restarts it
+// delivers nothing else, claims nothing and refuses acknowledgements of anything newer (ErrDrained). Drain
+// returns once the Lease says so, with an empty claim, which shows the operator and a new pod of the same
+// name that this pod reads nothing, whether or not its container's end is ever reported. Calling Drain
+// again returns at once.
+//
+// Until ctx ends nothing changes: the member keeps its queues and Drain returns an error wrapping
+// ctx.Err() saying what it was still waiting for.
 func (c *Client) Drain(ctx context.Context) error {
-	var releasedGen int64
-	var releasedAt time.Time
+	// releasedGen is the generation whose release waits for the application's acknowledgement, since
+	// releasedAt; 0 for no assignment at all, -1 for none yet.
+	releasedGen, releasedAt := int64(-1), time.Time{}
 	for {
 		synced, view := c.view.current()
 		c.mu.Lock()
-		written, changed := c.written, c.changed
+		written, changed, stopped := c.written, c.changed, c.stopped
+		handed, handedAt := c.inForce.Generation, c.inForceSince
 		c.mu.Unlock()
+		if stopped {
+			return c.releaseClaim(ctx)
+		}
 
 		var wait <-chan time.Time
 		var timer clock.Timer
@@ -428,22 +482,35 @@ func (c *Client) Drain(ctx context.Context) error {
 			waitingFor = fmt.Sprintf("the pod's entry cannot be read: %v", view.Err)
 		case len(view.Queues) > 0:
 			waitingFor = fmt.Sprintf("generation %d still gives this pod %d queues", view.Generation, len(view.Queues))
-		case !view.Exists || view.Generation == 0 || written == view.Generation:
-			return nil
+		case view.Exists && view.Generation > 0 && written == view.Generation:
+			// The application applied the release: it reads nothing.
+			c.stop()
+			continue
 		default:
-			now := c.cfg.Clock.Now()
-			if releasedGen != view.Generation {
-				releasedGen, releasedAt = view.Generation, now
+			gen := view.Generation
+			if !view.Exists || gen == 0 {
+				gen = 0
+				what := "does not exist"
+				if view.Exists {
+					what = "publishes no generation"
+				}
+				waitingFor = fmt.Sprintf("ConfigMap %s %s: the application was handed generation 0 and is given %v to stop",
+					protocol.AssignmentName(c.cfg.Group), what, c.cfg.DrainAckTimeout)
+			} else {
+				waitingFor = fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", gen)
 			}
-			waitingFor = fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", view.Generation)
+			now := c.cfg.Clock.Now()
+			if releasedGen != gen {
+				releasedGen, releasedAt = gen, now
+				if handed == gen && handedAt.Before(now) {
+					releasedAt = handedAt // the application's time to stop began when it was handed the release
+				}
+			}
 			remaining := c.cfg.DrainAckTimeout - now.Sub(releasedAt)
 			if c.cfg.AutoAck || remaining <= 0 {
-				err := c.Ack(ctx, view.Generation)
-				if err == nil {
-					continue
-				}
-				waitingFor += ": " + err.Error()
-				remaining = c.keeper.renewEvery / 4
+				// The application had its time: stop it, and acknowledge the release for it.
+				c.stop()
+				continue
 			}
 			timer = c.cfg.Clock.NewTimer(remaining)
 			wait = timer.C()
@@ -458,6 +525,56 @@ func (c *Client) Drain(ctx context.Context) error {
 			timer.Stop()
 		}
 	}
+}
+
+// stop ends the member's reading until its process restarts: it hands the application generation 0 and
+// empties the claim. When the assignment in view releases the pod's queues at a generation the application
+// has not acknowledged, stop acknowledges it: from now on the application consumes exactly what it lists,
+// nothing.
+func (c *Client) stop() {
+	_, view := c.view.current()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	if view.Exists && view.Err == nil && len(view.Queues) == 0 && view.GroupUID == c.group && view.Generation > c.acked {
+		c.acked = view.Generation
+	}
+	c.ackedQueues, c.pending, c.delivered = nil, Assignment{}, map[int64][]Queue{}
+	c.reason = drainedReason
+	if c.inForce.equal(Assignment{}) {
+		c.notifyLocked()
+	} else {
+		c.deliverLocked(Assignment{})
+	}
+}
+
+// releaseClaim waits until the Lease says what a stopped member says: no claim, and the last
+// acknowledgement.
+func (c *Client) releaseClaim(ctx context.Context) error {
+	for {
+		err := c.keeper.flush(ctx, c.leaseSaysStopped)
+		if err == nil {
+			return nil
+		}
+		t := c.cfg.Clock.NewTimer(c.keeper.renewEvery / 4)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("draining pod %s from group %s: releasing the claim in Lease %s: %v: %w", c.cfg.Pod, c.cfg.Group, c.keeper.name, err, ctx.Err())
+		}
+	}
+}
+
+// leaseSaysStopped is whether the Lease, as last written, claims nothing and holds the last
+// acknowledgement.
+func (c *Client) leaseSaysStopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped && len(c.claimed) == 0 && c.written == c.acked
 }
 
 // Status is a snapshot of the client's state, for health checks and diagnostics.
@@ -478,6 +595,8 @@ type Status struct {
 	LeaseRenewedAt time.Time
 	// LeaseError is the last failure to renew the Lease; nil after a success.
 	LeaseError error
+	// Drained is set once Drain has stopped the member: it reads nothing until its process restarts.
+	Drained bool
 }
 
 // Status returns a snapshot of the client's state.
@@ -495,5 +614,6 @@ func (c *Client) Status() Status {
 		Reason:              c.reason,
 		LeaseRenewedAt:      renewedAt,
 		LeaseError:          leaseErr,
+		Drained:             c.stopped,
 	}
 }

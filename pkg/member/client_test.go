@@ -200,7 +200,10 @@ func TestDrainWaitsForTheOperatorToReleaseTheQueues(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	eventually(t, 10*time.Second, ackedInLease(ns, m, 2))
+	if err := ackedInLease(ns, m, 2)(); err != nil {
+		t.Fatal(err)
+	}
+	drainedForGood(t, ns, m, 3)
 }
 
 func TestDrainAcknowledgesTheReleaseItselfWhenTheApplicationDoesNot(t *testing.T) {
@@ -217,7 +220,109 @@ func TestDrainAcknowledgesTheReleaseItselfWhenTheApplicationDoesNot(t *testing.T
 	if err := <-drained; err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	eventually(t, 10*time.Second, ackedInLease(ns, m, 2))
+	if err := ackedInLease(ns, m, 2)(); err != nil {
+		t.Fatal(err)
+	}
+	// The acknowledgement Drain wrote for the application is the member's last: it has stopped.
+	drainedForGood(t, ns, m, 3)
+}
+
+// A pod whose assignment ConfigMap is gone while it drains (deleted mid-rollout, or with its group) has
+// been handed generation 0. Drain gives the application DrainAckTimeout to stop, then releases the claim
+// in the Lease before it returns: the operator may never hear that the pod's containers ended, and
+// without the release its queues would wait for the Lease to expire.
+func TestDrainReleasesTheClaimWhenTheAssignmentIsGone(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMember(t, ns, func(c *member.Config) { c.DrainAckTimeout = 2 * time.Second }, nil)
+	publish(t, ns, 1, map[string][]member.Queue{podName: queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
+	ctx := context.Background()
+	if err := m.client.Ack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseState(t, ns, m).Claim; fmt.Sprint(got) != fmt.Sprint(queues(0, 1)) {
+		t.Fatalf("the Lease claims %v after the acknowledgement, want %v", got, queues(0, 1))
+	}
+
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, protocol.AssignmentName(group), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, inForce(m.client, 0, nil))
+
+	// Within DrainAckTimeout of being handed generation 0 the application may still be stopping: the
+	// claim stays.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := m.client.Drain(short)
+	cancel()
+	if !isDeadline(err) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Drain within DrainAckTimeout returned %v, want a deadline error saying the ConfigMap does not exist", err)
+	}
+	if s := leaseState(t, ns, m); s.Released() {
+		t.Fatalf("the Lease released its claim %v before the application had DrainAckTimeout to stop", s.Claim)
+	}
+
+	long, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := m.client.Drain(long); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	if s := leaseState(t, ns, m); !s.Released() || s.ClaimErr != nil || s.AckedGeneration != 1 {
+		t.Fatalf("when Drain returned the Lease claims %v (error %v), acknowledges %d; want an empty claim and generation 1 still acknowledged",
+			s.Claim, s.ClaimErr, s.AckedGeneration)
+	}
+	drainedForGood(t, ns, m, 2)
+}
+
+// leaseState reads the member's Lease.
+func leaseState(t *testing.T, ns string, m testMember) protocol.LeaseState {
+	t.Helper()
+	lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), m.client.LeaseName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return protocol.ReadLease(lease)
+}
+
+// drainedForGood checks that a member whose Drain returned reads and claims nothing from then on: it
+// claims nothing in its Lease, a generation gen that gives its pod queues is neither delivered nor claimed
+// by the renewals after it, an acknowledgement of it is refused, and Drain returns at once.
+func drainedForGood(t *testing.T, ns string, m testMember, gen int64) {
+	t.Helper()
+	if s := leaseState(t, ns, m); !s.Released() {
+		t.Fatalf("after the drain the Lease claims %v (error %v), want nothing", s.Claim, s.ClaimErr)
+	}
+	if st := m.client.Status(); st.InForce.Generation != 0 || len(st.InForce.Queues) != 0 || !st.Drained || !strings.Contains(st.Reason, "drained") {
+		t.Fatalf("after the drain the status is %+v, want generation 0 in force, drained, and a reason saying so", st)
+	}
+
+	publish(t, ns, gen, map[string][]member.Queue{podName: queues(7, 8)})
+	eventually(t, 10*time.Second, func() error {
+		if got := m.client.Status().PublishedGeneration; got != gen {
+			return fmt.Errorf("the member sees generation %d published, want %d", got, gen)
+		}
+		return nil
+	})
+	seen := time.Now()
+	eventually(t, 10*time.Second, func() error {
+		if renewed := leaseState(t, ns, m).RenewTime; !renewed.After(seen) {
+			return fmt.Errorf("the Lease was last renewed at %v, not since generation %d was seen at %v", renewed, gen, seen)
+		}
+		return nil
+	})
+	if s := leaseState(t, ns, m); !s.Released() {
+		t.Fatalf("a drained member claims %v once generation %d gives its pod queues, want nothing", s.Claim, gen)
+	}
+	if a := m.client.Current(); a.Generation != 0 || len(a.Queues) != 0 {
+		t.Fatalf("a drained member has %+v in force once generation %d gives its pod queues, want generation 0", a, gen)
+	}
+	if err := m.client.Ack(context.Background(), gen); !errors.Is(err, member.ErrDrained) {
+		t.Fatalf("Ack(%d) after the drain returned %v, want ErrDrained", gen, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := m.client.Drain(ctx); err != nil {
+		t.Fatalf("a second Drain returned %v, want nil at once", err)
+	}
 }
 
 // failingLeaseWrites fails every write to a Lease while fail is set, as an API server the pod cannot

@@ -309,3 +309,16 @@ func (k *leaseKeeper) writeNow(ctx context.Context) error {
 	defer k.writeMu.Unlock()
 	return k.write(ctx, nil)
 }
+
+// flush writes what the member says now, without renewing, unless written says the Lease already says it
+// or this process does not hold the Lease (then nothing of the member's is in it; a Lease taken later is
+// written from what the member says then). It holds writeMu throughout, so no write that began before it
+// can land after it.
+func (k *leaseKeeper) flush(ctx context.Context, written func() bool) error {
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	if k.last == nil || written() {
+		return nil
+	}
+	return k.write(ctx, nil)
+}
