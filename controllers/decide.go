@@ -166,7 +166,9 @@ func (p *decider) indexIncarnations() {
 		return i
 	}
 	ceiling := p.ackCeiling()
-	longest := protocol.DefaultLeaseDuration
+	// Without its Lease, a member's duration is unknown: the longest of the group's others, as members of
+	// one group run with one configuration, else the default.
+	var longest time.Duration
 	for idx := range p.obs.leases {
 		l := &p.obs.leases[idx]
 		if l.AckedGeneration > ceiling {
@@ -182,6 +184,9 @@ func (p *decider) indexIncarnations() {
 	}
 	for i := range p.obs.pods {
 		add(p.obs.pods[i].Name, p.obs.pods[i].UID)
+	}
+	if longest == 0 {
+		longest = protocol.DefaultLeaseDuration
 	}
 	unseenUntil := p.obs.sightedSince.Add(longest + p.env.maxSkew)
 	for pod, e := range p.obs.published.Entries {

@@ -219,7 +219,7 @@ func TestRandomizedHandoff(t *testing.T) {
 		if len(names) > 0 {
 			victim = live[names[rng.IntN(len(names))]]
 		}
-		action := rng.IntN(15)
+		action := rng.IntN(18)
 		victimName := ""
 		if victim != nil {
 			victimName = victim.Reader()
@@ -288,6 +288,22 @@ func TestRandomizedHandoff(t *testing.T) {
 				counts["same-name replacement"]++
 				newMember(victim.Pod.Name)
 			}
+		case action == 15:
+			// Someone deletes a live member's Lease; the member writes it again at its next renewal.
+			counts["Lease deleted"]++
+			deleteLease(t, ns, "r", victim.Pod.Name)
+		case action == 16:
+			// The member is cut off, its Lease deleted and its pod force-deleted: neither absence proves that
+			// its process stopped reading.
+			counts["partitioned member's Lease deleted, pod force-deleted"]++
+			victim.Partition(true)
+			deleteLease(t, ns, "r", victim.Pod.Name)
+			removePod(victim)
+			delete(live, victim.Pod.Name)
+		case action == 17:
+			// A Lease for a pod that does not exist claims some queues, renewed an hour ahead.
+			counts["hostile Lease"]++
+			createForgedLease(t, ns, "r", fmt.Sprintf("forged-%d", i), rng, queues)
 		default:
 			// It takes up to 0.8 s to apply an assignment, within the third of the 3 s lease duration an
 			// application has to stop once its member could not renew (protocol.StopAfter).
@@ -389,6 +405,35 @@ func corruptClaim(t *testing.T, ns, group, pod string, rng *rand.Rand) {
 			lease.Annotations[protocol.AckedGenerationAnnotation] = "999999"
 		}
 		return k8s.Update(context.Background(), &lease)
+	}))
+}
+
+// deleteLease deletes pod's member Lease of group, if it exists.
+func deleteLease(t *testing.T, ns, group, pod string) {
+	t.Helper()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.LeaseName(group, pod)}}
+	must(t, client.IgnoreNotFound(k8s.Delete(context.Background(), lease)))
+}
+
+// createForgedLease creates a member Lease of group for pod, which does not exist, claiming a random half
+// of the group's queues (of broker b, topic t), with a renewTime an hour ahead and a 3 s duration, never
+// renewed.
+func createForgedLease(t *testing.T, ns, group, pod string, rng *rand.Rand, queues int32) {
+	t.Helper()
+	var claim []protocol.Queue
+	for id := range queues {
+		if rng.IntN(2) == 0 {
+			claim = append(claim, protocol.Queue{Topic: "t", Broker: "b", ID: id})
+		}
+	}
+	ahead := metav1.NewMicroTime(time.Now().Add(time.Hour))
+	must(t, k8s.Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: protocol.LeaseName(group, pod), Namespace: ns, Labels: map[string]string{protocol.GroupLabel: group},
+			Annotations: map[string]string{protocol.PodAnnotation: pod, protocol.AckedGenerationAnnotation: "1",
+				protocol.ClaimAnnotation: protocol.NewClaim("uid-"+pod, 1, claim).Encode()},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(pod), LeaseDurationSeconds: ptr.To[int32](3), RenewTime: &ahead},
 	}))
 }
 

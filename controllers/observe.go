@@ -78,13 +78,13 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
 		return nil, fmt.Errorf("listing the group's Leases: %w", err)
 	}
-	read := make([]protocol.LeaseState, len(leases.Items))
+	read := make([]*coordinationv1.Lease, len(leases.Items))
 	for i := range leases.Items {
-		read[i] = protocol.ReadLeaseIn(&leases.Items[i], obs.scope)
+		read[i] = &leases.Items[i]
 	}
-	sighted := r.sightings.observe(client.ObjectKeyFromObject(group), read, now, r.maxClockSkew())
+	sighted := r.sightings.observe(client.ObjectKeyFromObject(group), read, obs.scope, now, r.maxClockSkew())
 	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
-	obs.leasesAsWritten = read
+	obs.leasesAsWritten = sighted.asWritten
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {

@@ -77,6 +77,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
 			builder.WithPredicates(claimChanged())).
 		Watches(&coordinationv1.Lease{}, loadChanged()).
+		Watches(&coordinationv1.Lease{}, r.renewalSeen()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
 		Complete(r)
@@ -144,6 +145,29 @@ func loadChanged() handler.TypedEventHandler[client.Object, reconcile.Request] {
 			for _, r := range groupOfLease(ctx, e.ObjectNew) {
 				q.AddAfter(r, loadPassDelay)
 			}
+		},
+	}
+}
+
+// renewalSeen records, on the operator's clock, each renewal of a member Lease as its event arrives
+// (leaseSightings), without starting a pass: renewals start none, and a pass that reads a renewal only
+// when it next runs would count it as made then, long after.
+func (r *ConsumerGroupReconciler) renewalSeen() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	see := func(o client.Object) {
+		lease, ok := o.(*coordinationv1.Lease)
+		if !ok {
+			return
+		}
+		for _, req := range groupOfLease(context.Background(), lease) {
+			r.sightings.saw(req.NamespacedName, lease, r.Clock.Now())
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			see(e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			see(e.ObjectNew)
 		},
 	}
 }

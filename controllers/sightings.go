@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -21,7 +22,8 @@ import (
 // that vanishes keeps its claim standing for the rest of that duration: a Lease that is gone proves no more
 // than a pod that is gone.
 //
-// It lives in memory only. An operator that starts (or a new leader) has seen nothing: every Lease counts
+// Renewals are recorded as their watch events arrive (saw), between passes, and by each pass (observe)
+// for what the events have not shown yet. It lives in memory only. An operator that starts (or a new leader) has seen nothing: every Lease counts
 // as renewed when it is first read, which can only make claims stand longer. A Lease that vanished before
 // the start is not remembered; what the operator published for its pod still stands for one lease duration
 // from the start (see stillPublished).
@@ -41,8 +43,10 @@ type groupSightings struct {
 type sighting struct {
 	// renewTime is spec.renewTime as last read; seenAt when the operator first read that value.
 	renewTime, seenAt time.Time
-	// last is the Lease as last read, its RenewTime replaced by seenAt.
-	last protocol.LeaseState
+	// lease is the Lease as last seen, by a pass or its watch events.
+	lease *coordinationv1.Lease
+	// wentBack is set when a watch event showed renewTime going backwards, until a pass reports it.
+	wentBack bool
 }
 
 // sightedLeases is what one pass counts of a group's Leases.
@@ -56,12 +60,42 @@ type sightedLeases struct {
 	backwards []string
 	// since is when the operator first looked at the group.
 	since time.Time
+	// asWritten are the Leases read, with the renewTimes their writers wrote.
+	asWritten []protocol.LeaseState
 }
 
-// observe records the group's Leases as read at now and returns them as the operator counts them.
-func (s *leaseSightings) observe(group types.NamespacedName, read []protocol.LeaseState, now time.Time, maxSkew time.Duration) sightedLeases {
+// observe records the group's Leases as read at now and returns them as the operator counts them, each
+// read through scope (protocol.ReadLeaseIn).
+func (s *leaseSightings) observe(group types.NamespacedName, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) sightedLeases {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	g := s.group(group, now)
+	var out sightedLeases
+	g.leases, out = sight(g.leases, read, scope, now, maxSkew)
+	out.since = g.since
+	return out
+}
+
+// saw records that the operator saw lease, of group, at now, as its watch event arrived, between passes.
+func (s *leaseSightings) saw(group types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.group(group, now)
+	renewTime := protocol.RenewTimeOf(lease)
+	p, known := g.leases[lease.UID]
+	switch {
+	case !known:
+		p = sighting{renewTime: renewTime, seenAt: now}
+	case !renewTime.Equal(p.renewTime):
+		p.wentBack = p.wentBack || renewTime.Before(p.renewTime)
+		p.renewTime, p.seenAt = renewTime, now
+	}
+	p.lease = lease
+	g.leases[lease.UID] = p
+}
+
+// group returns what was seen of group, first seen at now if nothing was.
+func (s *leaseSightings) group(group types.NamespacedName, now time.Time) *groupSightings {
 	if s.groups == nil {
 		s.groups = map[types.NamespacedName]*groupSightings{}
 	}
@@ -70,10 +104,7 @@ func (s *leaseSightings) observe(group types.NamespacedName, read []protocol.Lea
 		g = &groupSightings{since: now, leases: map[types.UID]sighting{}}
 		s.groups[group] = g
 	}
-	var out sightedLeases
-	g.leases, out = sight(g.leases, read, now, maxSkew)
-	out.since = g.since
-	return out
+	return g
 }
 
 // forget drops what was seen of a group that is gone.
@@ -85,37 +116,42 @@ func (s *leaseSightings) forget(group types.NamespacedName) {
 
 // sight is observe's rule, without the memory: from the previous sightings and the Leases read at now,
 // the next sightings and what the pass counts.
-func sight(prev map[types.UID]sighting, read []protocol.LeaseState, now time.Time, maxSkew time.Duration) (map[types.UID]sighting, sightedLeases) {
+func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) (map[types.UID]sighting, sightedLeases) {
 	next := make(map[types.UID]sighting, len(read))
 	out := sightedLeases{vanished: map[types.UID]bool{}}
-	for _, l := range read {
-		seen := sighting{renewTime: l.RenewTime, seenAt: now}
+	readBy := make(map[string]bool, len(read))
+	for _, lease := range read {
+		l := protocol.ReadLeaseIn(lease, scope)
+		out.asWritten = append(out.asWritten, l)
+		readBy[incarnationKey(l.Pod, l.PodUID)] = true
+		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease}
 		if p, ok := prev[l.UID]; ok {
-			switch {
-			case l.RenewTime.Equal(p.renewTime):
+			if l.RenewTime.Equal(p.renewTime) {
 				seen.seenAt = p.seenAt
-			case l.RenewTime.Before(p.renewTime):
+			}
+			if p.wentBack || l.RenewTime.Before(p.renewTime) {
 				out.backwards = append(out.backwards, l.Name)
 			}
 		}
 		l.RenewTime = seen.seenAt
-		seen.last = l
 		next[l.UID] = seen
 		out.leases = append(out.leases, l)
 	}
-	readBy := make(map[string]bool, len(read))
-	for _, l := range read {
-		readBy[l.Pod+"\x00"+string(l.PodUID)] = true
-	}
 	for _, uid := range slices.Sorted(maps.Keys(prev)) {
-		p := prev[uid]
-		// A Lease the same incarnation wrote again under a new UID says what it reads now; one of another
-		// incarnation does not speak for this one.
-		if _, still := next[uid]; still || readBy[p.last.Pod+"\x00"+string(p.last.PodUID)] || !p.last.Stands(now, maxSkew) {
+		if _, still := next[uid]; still {
 			continue
 		}
+		p := prev[uid]
+		ghost := protocol.ReadLeaseIn(p.lease, scope)
+		ghost.RenewTime = p.seenAt
+		// A Lease the same incarnation wrote again under a new UID says what it reads now; one of another
+		// incarnation does not speak for this one.
+		if readBy[incarnationKey(ghost.Pod, ghost.PodUID)] || !ghost.Stands(now, maxSkew) {
+			continue
+		}
+		p.wentBack = false
 		next[uid] = p
-		out.leases = append(out.leases, p.last)
+		out.leases = append(out.leases, ghost)
 		out.vanished[uid] = true
 	}
 	slices.Sort(out.backwards)

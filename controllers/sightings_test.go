@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,54 +15,89 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
+// rawLease is the Lease the member on pod (UID "uid-<pod>") writes, renewed at renewed with a 15 s
+// duration, as the API server stores it, with the Lease UID uid.
+func rawLease(pod, uid string, renewed time.Time) *coordinationv1.Lease {
+	m := protocol.MemberLease{Group: "g", GroupUID: "group-uid", Pod: pod, PodUID: types.UID("uid-" + pod), Member: pod,
+		Duration: 15 * time.Second, Acked: 1, Claim: qs(0)}
+	l := m.Apply(nil, "ns", &renewed, &renewed)
+	l.ResourceVersion, l.UID = "1", types.UID(uid)
+	return l
+}
+
 func TestSight(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	// renewed is pod's Lease (UID lease-<pod>, 15 s) as written with renewTime written.
-	renewed := func(pod string, written time.Time) protocol.LeaseState { return lease(pod, 1, qs(0), written) }
+	renewed := func(pod string, written time.Time) *coordinationv1.Lease { return rawLease(pod, "lease-"+pod, written) }
 	type pass struct {
+		// events are watch events seen before the pass, each at its own time.
+		events []struct {
+			at    time.Time
+			lease *coordinationv1.Lease
+		}
 		now  time.Time
-		read []protocol.LeaseState
+		read []*coordinationv1.Lease
 		// want is each Lease counted, by name, with the renewal time the operator counts; vanished and
 		// backwards name Leases.
 		want      map[string]time.Time
 		vanished  []string
 		backwards []string
 	}
+	event := func(at time.Time, l *coordinationv1.Lease) []struct {
+		at    time.Time
+		lease *coordinationv1.Lease
+	} {
+		return []struct {
+			at    time.Time
+			lease *coordinationv1.Lease
+		}{{at, l}}
+	}
 	cases := []struct {
 		name   string
 		passes []pass
 	}{
 		{"first sight counts as renewed now, whatever the Lease says", []pass{
-			{now: at(100), read: []protocol.LeaseState{renewed("a", at(-3600)), renewed("b", at(7200))},
+			{now: at(100), read: []*coordinationv1.Lease{renewed("a", at(-3600)), renewed("b", at(7200))},
 				want: map[string]time.Time{"g.a": at(100), "g.b": at(100)}},
 		}},
 		{"an unchanged renewTime keeps its sighting; a new one is seen now", []pass{
-			{now: at(0), read: []protocol.LeaseState{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
-			{now: at(10), read: []protocol.LeaseState{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
-			{now: at(12), read: []protocol.LeaseState{renewed("a", at(5))}, want: map[string]time.Time{"g.a": at(12)}},
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
+			{now: at(10), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
+			{now: at(12), read: []*coordinationv1.Lease{renewed("a", at(5))}, want: map[string]time.Time{"g.a": at(12)}},
+		}},
+		{"a renewal counts when its watch event arrived, not when the next pass reads it", []pass{
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
+			{events: event(at(5), renewed("a", at(-1000))), now: at(14), read: []*coordinationv1.Lease{renewed("a", at(-1000))},
+				want: map[string]time.Time{"g.a": at(5)}, backwards: []string{"g.a"}},
 		}},
 		{"a renewTime set back counts as a renewal and is reported", []pass{
-			{now: at(0), read: []protocol.LeaseState{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
-			{now: at(10), read: []protocol.LeaseState{renewed("a", at(-3600))}, want: map[string]time.Time{"g.a": at(10)}, backwards: []string{"g.a"}},
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
+			{now: at(10), read: []*coordinationv1.Lease{renewed("a", at(-3600))}, want: map[string]time.Time{"g.a": at(10)}, backwards: []string{"g.a"}},
 		}},
 		{"a vanished Lease stands until its duration passes on the operator's clock", []pass{
-			{now: at(0), read: []protocol.LeaseState{renewed("a", at(0)), renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}},
-			{now: at(5), read: []protocol.LeaseState{renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}, vanished: []string{"g.a"}},
-			{now: at(15), read: []protocol.LeaseState{renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}, vanished: []string{"g.a"}},
-			{now: at(16), read: []protocol.LeaseState{renewed("b", at(0))}, want: map[string]time.Time{"g.b": at(0)}},
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0)), renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}},
+			{now: at(5), read: []*coordinationv1.Lease{renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}, vanished: []string{"g.a"}},
+			{now: at(15), read: []*coordinationv1.Lease{renewed("b", at(0))}, want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}, vanished: []string{"g.a"}},
+			{now: at(16), read: []*coordinationv1.Lease{renewed("b", at(0))}, want: map[string]time.Time{"g.b": at(0)}},
+		}},
+		{"a Lease seen only by its watch events stands after it vanishes", []pass{
+			{events: event(at(2), renewed("a", at(2))), now: at(4), want: map[string]time.Time{"g.a": at(2)}, vanished: []string{"g.a"}},
+			{now: at(18), want: map[string]time.Time{}},
 		}},
 		{"a Lease written again by the same incarnation replaces the vanished one", []pass{
-			{now: at(0), read: []protocol.LeaseState{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
-			{now: at(3), read: []protocol.LeaseState{withLeaseUID(renewed("a", at(3)), "lease-a2")}, want: map[string]time.Time{"g.a": at(3)}},
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
+			{now: at(3), read: []*coordinationv1.Lease{rawLease("a", "lease-a2", at(3))}, want: map[string]time.Time{"g.a": at(3)}},
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var prev map[types.UID]sighting
+			var s leaseSightings
+			key := types.NamespacedName{Namespace: "ns", Name: "g"}
 			for i, p := range c.passes {
-				var out sightedLeases
-				prev, out = sight(prev, p.read, p.now, skew)
+				for _, e := range p.events {
+					s.saw(key, e.lease, e.at)
+				}
+				out := s.observe(key, p.read, nil, p.now, skew)
 				got := map[string]time.Time{}
 				var vanished []string
 				for _, l := range out.leases {
@@ -84,11 +120,6 @@ func TestSight(t *testing.T) {
 			}
 		})
 	}
-}
-
-func withLeaseUID(l protocol.LeaseState, uid string) protocol.LeaseState {
-	l.UID = types.UID(uid)
-	return l
 }
 
 // A member keeps the queues its own claim lists even when another Lease claims them too; a queue it does

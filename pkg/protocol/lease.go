@@ -99,14 +99,7 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	if lease.Spec.HolderIdentity != nil {
 		s.Member = *lease.Spec.HolderIdentity
 	}
-	s.AcquireTime = lease.CreationTimestamp.Time
-	if t := lease.Spec.AcquireTime; t != nil {
-		s.AcquireTime = t.Time
-	}
-	s.RenewTime = s.AcquireTime
-	if t := lease.Spec.RenewTime; t != nil {
-		s.RenewTime = t.Time
-	}
+	s.AcquireTime, s.RenewTime = times(lease)
 	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
 	}
@@ -138,6 +131,25 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)
 	return s
+}
+
+// RenewTimeOf is when lease says its holder last showed it was alive: LeaseState.RenewTime.
+func RenewTimeOf(lease *coordinationv1.Lease) time.Time {
+	_, renew := times(lease)
+	return renew
+}
+
+// times are lease's acquire and renew times, each falling back on an earlier one when unset.
+func times(lease *coordinationv1.Lease) (acquire, renew time.Time) {
+	acquire = lease.CreationTimestamp.Time
+	if t := lease.Spec.AcquireTime; t != nil {
+		acquire = t.Time
+	}
+	renew = acquire
+	if t := lease.Spec.RenewTime; t != nil {
+		renew = t.Time
+	}
+	return acquire, renew
 }
 
 // leasePod names the pod of a Lease whose pod owner reference is gone (the garbage collector removes it
