@@ -209,3 +209,22 @@ func FuzzReadLeaseIn(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeEntryIn: what reading an entry costs through a scope is bounded by the entry's length and the
+// scope, whatever ranges it lists.
+func FuzzDecodeEntryIn(f *testing.F) {
+	f.Add([]byte(NewEntry("m", "u", 3, []Queue{q("t", "b", 0), q("t", "c", 1)}).Encode()))
+	f.Add([]byte(`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-65535"},{"topic":"t","broker":"c","ids":"0-65535"}]}`))
+	const perInputByte, constant = 64, 256 << 10
+	f.Fuzz(func(t *testing.T, data []byte) {
+		scope := smallScope()
+		var queues Expanded
+		n := allocated(func() { _, queues, _ = DecodeEntryIn(data, scope) })
+		if limit := uint64(perInputByte*len(data) + constant); n > limit {
+			t.Fatalf("reading a %d-byte entry allocated %d bytes, more than %d", len(data), n, limit)
+		}
+		if len(queues.Queues) > scope.Len() {
+			t.Fatalf("read %d queues from a scope of %d", len(queues.Queues), scope.Len())
+		}
+	})
+}
