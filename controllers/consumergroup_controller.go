@@ -1,4 +1,5 @@
-// Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go), decides
+// Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go, with the
+// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go), decides
 // without I/O what to publish (decide.go, with the handoff in handoff.go and membership in
 // membership.go), and writes the status, the assignment and the Lease clean-up (publish.go); conditions.go
 // names the conditions and computes the status; setup.go registers the watches.
