@@ -8,9 +8,19 @@ BIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION := v2.15.0
 PROMTOOL_VERSION := v0.316.0
+GOVULNCHECK_VERSION := v1.9.0
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 PROMTOOL := $(BIN)/promtool
+GOVULNCHECK := $(BIN)/govulncheck
+# The Go vulnerability database govulncheck reads. vuln.go.dev, where it comes from by default, cannot be
+# reached from every machine that runs make verify; the Go module proxy can. So it is built from the
+# reports of golang.org/x/vulndb, the module vuln.go.dev is published from, at this pseudo-version, by that
+# module's own cmd/indexdb, into bin/vulndb/<version> (the same files every time). A newer pseudo-version
+# (go list -m golang.org/x/vulndb@latest) brings newer reports.
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
+VULNDB_INDEXDB := $(BIN)/indexdb
+VULNDB := $(BIN)/vulndb/$(VULNDB_VERSION)
 
 # The Helm chart; make manifests keeps its CRD, RBAC rules and alert rules equal to config/'s.
 CHART := charts/consumergroup-operator
@@ -53,7 +63,7 @@ help: ## Show the targets.
 manifests: controller-gen ## Generate the CRD and the ClusterRole from the API types and the RBAC markers, and copy them, with the alert rules, into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths=./... output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml $(CHART)/crds/
-	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml $(CHART)/files/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/metrics_reader_role.yaml $(CHART)/files/
 	cp config/prometheus/rules.yaml $(CHART)/files/alert-rules.yaml
 
 .PHONY: generate
@@ -116,13 +126,17 @@ test-scale: envtest-bins ## Run the scale tests in test/scale: a 65,536-queue gr
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" go test -tags $(ALL_TAGS) ./test/scale -count=1 -v -timeout 30m $(SCALE_FLAGS)
 
 .PHONY: verify
-verify: manifests generate fmt ## Fail when generated or formatted files differ from the commit; then vet and lint.
+verify: manifests generate fmt ## Fail when generated or formatted files differ from the commit; then vet, lint and govulncheck.
 	@if ! git diff --exit-code --stat; then \
 	  echo 'Generated or formatted files differ from the commit: run make manifests generate fmt and commit the result.' >&2; exit 1; fi
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts); \
 	if [[ -n "$$untracked" ]]; then \
 	  echo "Generated files are not committed:" >&2; echo "$$untracked" >&2; exit 1; fi
-	$(MAKE) vet lint
+	$(MAKE) vet lint vulncheck
+
+.PHONY: vulncheck
+vulncheck: govulncheck vulndb ## Run govulncheck over every module; fail when one calls a vulnerable function of a module it requires (hack/vulncheck.sh).
+	GOVULNCHECK=$(GOVULNCHECK) VULNDB=$(VULNDB) hack/vulncheck.sh . $(OTHER_MODULES)
 
 SCENARIOS := scale-out scale-in rolling-restart zone-outage queue-growth weights
 # The scenarios with per-queue load run Sticky balancing by load.
@@ -194,6 +208,19 @@ controller-gen: ## Install controller-gen into bin/ when missing.
 .PHONY: promtool
 promtool: ## Install promtool (github.com/prometheus/prometheus) into bin/ when missing.
 	@$(call go-install,$(PROMTOOL),github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION))
+
+.PHONY: govulncheck
+govulncheck: ## Install govulncheck (golang.org/x/vuln) into bin/ when missing.
+	@$(call go-install,$(GOVULNCHECK),golang.org/x/vuln/cmd/govulncheck,$(GOVULNCHECK_VERSION))
+
+.PHONY: vulndb
+vulndb: ## Build the Go vulnerability database of VULNDB_VERSION into bin/vulndb/ when missing, from the Go module proxy.
+	@if [[ ! -f "$(VULNDB)/index/db.json" ]]; then \
+	  $(call go-install,$(VULNDB_INDEXDB),golang.org/x/vulndb/cmd/indexdb,$(VULNDB_VERSION)); \
+	  src=$$(cd / && go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	  echo "indexing $$src/data/osv into $(VULNDB)" >&2; \
+	  rm -rf "$(VULNDB).tmp"; $(VULNDB_INDEXDB) -vulns "$$src/data/osv" -out "$(VULNDB).tmp"; mv "$(VULNDB).tmp" "$(VULNDB)"; \
+	fi
 
 .PHONY: golangci-lint
 golangci-lint: ## Install golangci-lint into bin/ when missing.
