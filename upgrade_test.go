@@ -68,7 +68,8 @@ func TestUpgradeMovesNothing(t *testing.T) {
 		log, err := os.Create(logPath)
 		testenv.Must(t, err)
 		cmd := exec.Command(binaries[version], "--leader-elect", "--leader-election-namespace", ns, "--namespaces", ns,
-			"--metrics-bind-address", "127.0.0.1:"+port, "--health-probe-bind-address", "0", "--kubeconfig", kcPath)
+			// Plain HTTP on loopback: the test reads the pass count from the metrics.
+			"--metrics-bind-address", "127.0.0.1:"+port, "--metrics-secure=false", "--health-probe-bind-address", "0", "--kubeconfig", kcPath)
 		cmd.Stdout, cmd.Stderr = log, log
 		testenv.Must(t, cmd.Start())
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })

@@ -51,7 +51,8 @@ func startOperator(tb testing.TB, bin, kubeconfig, logPath string) *operatorProc
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	must(tb, err)
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr)
+		// Plain HTTP on loopback: the tests read the operator's metrics.
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	must(tb, cmd.Start())
 	p := &operatorProcess{cmd: cmd, metricsURL: "http://" + metricsAddr + "/metrics", logPath: logPath, exited: make(chan struct{})}
