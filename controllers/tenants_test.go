@@ -145,11 +145,7 @@ func TestRenewTimeSetBackDoesNotMoveQueues(t *testing.T) {
 // away would not stop the forged claimant.
 func TestForgedClaimDoesNotTakeQueues(t *testing.T) {
 	ns, own, ms := settledGroup(t, "f", 8, 60, 2, memberOptions)
-	held := own.Reading(ms[0].Reader())
-	var queues []protocol.Queue
-	for _, q := range held {
-		queues = append(queues, q)
-	}
+	queues := own.Reading(ms[0].Reader())
 	ahead := metav1.NewMicroTime(time.Now().Add(time.Hour))
 	must(t, k8s.Create(context.Background(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
