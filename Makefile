@@ -60,11 +60,12 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and the ClusterRole from the API types and the RBAC markers, and copy them, with the alert rules, into the Helm chart.
+manifests: controller-gen ## Generate the CRD and the ClusterRole from the API types and the RBAC markers, and copy them, with the alert rules and the admission policies, into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths=./... output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/metrics_reader_role.yaml $(CHART)/files/
 	cp config/prometheus/rules.yaml $(CHART)/files/alert-rules.yaml
+	cp config/admission/*_policy.yaml $(CHART)/files/admission/
 
 .PHONY: generate
 generate: controller-gen ## Generate the API types' DeepCopy methods.
