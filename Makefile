@@ -97,7 +97,7 @@ test-clients: envtest-bins ## Test the rocketmq-client-go strategy (clients/rock
 
 .PHONY: test-release
 test-release: envtest-bins ## Test the release (hack/release): the images, the Helm chart (rendered, linted, applied with dry-run), install.yaml and make release itself.
-	cd $(RELEASE_MODULE) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 -v
+	cd $(RELEASE_MODULE) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 -v -timeout 30m
 
 .PHONY: test-rules
 test-rules: promtool ## Check the alert rules (config/prometheus) and run their unit tests with promtool.
