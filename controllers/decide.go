@@ -189,15 +189,26 @@ func (p *decider) indexIncarnations() {
 		longest = protocol.DefaultLeaseDuration
 	}
 	unseenUntil := p.obs.sightedSince.Add(longest + p.env.maxSkew)
+	unseen := func(pod string, uid types.UID) {
+		if i := add(pod, uid); i.lease == nil && !i.exists {
+			i.unseenUntil = unseenUntil
+		}
+	}
 	for pod, e := range p.obs.published.Entries {
 		uid := types.UID(e.PodUID)
 		if live := p.obs.podsByName[pod]; uid == "" && live != nil {
 			uid = live.UID // a protocol-1 operator's entry: the pod of that name
 		}
 		if uid != "" {
-			if i := add(pod, uid); i.lease == nil && !i.exists {
-				i.unseenUntil = unseenUntil
-			}
+			unseen(pod, uid)
+		}
+	}
+	// A pod whose queues were revoked is named only by the bookkeeping once it is no longer a member: it
+	// may still read them, its Lease gone before this operator started. Naming one more incarnation than
+	// there is only holds queues back, so the bookkeeping counts here even when it cannot be trusted.
+	if state, err := decodeHandoff(p.obs.published.Handoff, p.obs.scope); err == nil {
+		for _, r := range append(state.Revocations, state.Fenced...) {
+			unseen(r.Pod, r.UID)
 		}
 	}
 	slices.SortFunc(p.incarnations, func(a, b *incarnation) int {

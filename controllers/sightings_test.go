@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +175,48 @@ func TestRetryBacksOffWhenAWriteKeepsFailing(t *testing.T) {
 	r.quickRetries.reset(key)
 	if res, err := r.retry(context.Background(), key, "assignment", exists); err != nil || res.RequeueAfter != conflictRetry {
 		t.Fatalf("after a pass that got through: %v, %v; want a quick retry", res, err)
+	}
+}
+
+// An operator that starts after a member's pod and Lease both vanished still holds back the queues its
+// bookkeeping was revoking from that member, for one lease duration from its start: the member may be
+// cut off and still reading them.
+func TestRestartedOperatorHoldsBackRevokedQueuesOfAVanishedMember(t *testing.T) {
+	group := testGroup(averagely, 4)
+	p0, p1 := pod("p0"), pod("p1")
+	both := world([]corev1.Pod{p0, p1}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
+	first := decide(group, both, env(group, t0))
+	settled := applied(group, both, first)
+	settled.leases = []protocol.LeaseState{lease("p0", first.generation, entryOf(first, "p0"), t0), lease("p1", first.generation, entryOf(first, "p1"), t0)}
+	held := entryOf(first, "p1")
+	if len(held) == 0 {
+		t.Fatal("p1 was given nothing")
+	}
+
+	// p1's pod is force-deleted while its Lease stands: its queues are revoked, not yet released.
+	gone := *settled
+	gone.pods = []corev1.Pod{p0}
+	gone.podsByName = map[string]*corev1.Pod{"p0": &gone.pods[0]}
+	revoking := decide(group, &gone, env(group, t0.Add(time.Second)))
+	if !strings.Contains(applied(group, &gone, revoking).published.Handoff, `"pod":"p1"`) {
+		t.Fatalf("no revocation from p1: %s", applied(group, &gone, revoking).published.Handoff)
+	}
+
+	// The operator restarts; p1's Lease was deleted meanwhile. Nothing but the bookkeeping names p1.
+	restarted := applied(group, &gone, revoking)
+	restarted.leases = []protocol.LeaseState{lease("p0", revoking.generation, entryOf(revoking, "p0"), t0.Add(2*time.Second))}
+	now := t0.Add(3 * time.Second)
+	restarted.sightedSince = now
+	d := decide(group, restarted, env(group, now))
+	for _, q := range held {
+		if slices.Contains(entryOf(d, "p0"), q) {
+			t.Fatalf("queue %v of the vanished p1 went to p0 at once after the restart: %v", q, entryOf(d, "p0"))
+		}
+	}
+	after := *restarted
+	after.leases = []protocol.LeaseState{lease("p0", revoking.generation, entryOf(revoking, "p0"), now.Add(16*time.Second))}
+	later := decide(group, &after, env(group, now.Add(17*time.Second)))
+	if len(entryOf(later, "p0")) != 4 {
+		t.Fatalf("a lease duration after the restart p0 holds %v, want every queue", entryOf(later, "p0"))
 	}
 }
