@@ -131,12 +131,15 @@ type decider struct {
 	incarnations []*incarnation
 	// overclaims say which Leases acknowledge generations never published.
 	overclaims []string
-	trusted    bool
-	state      handoffState
-	floor      int64
-	queues     []allocate.Queue
-	zones      map[string]string
-	target     allocate.Plan
+	// unseenUntil is one lease duration after this operator first looked at the group: until then, a pod
+	// whose Lease vanished before may still read, and nothing may name it (indexIncarnations).
+	unseenUntil time.Time
+	trusted     bool
+	state       handoffState
+	floor       int64
+	queues      []allocate.Queue
+	zones       map[string]string
+	target      allocate.Plan
 	// entries are what each member pod may read now, sorted (handoff).
 	entries      map[string][]allocate.Queue
 	memberExpiry time.Time
@@ -189,6 +192,7 @@ func (p *decider) indexIncarnations() {
 		longest = protocol.DefaultLeaseDuration
 	}
 	unseenUntil := p.obs.sightedSince.Add(longest + p.env.maxSkew)
+	p.unseenUntil = unseenUntil
 	unseen := func(pod string, uid types.UID) {
 		if i := add(pod, uid); i.lease == nil && !i.exists {
 			i.unseenUntil = unseenUntil
@@ -516,6 +520,7 @@ func (p *decider) handOff() *problem {
 		trusted:       p.trusted,
 		incarnations:  p.incarnations,
 		scope:         p.obs.scope,
+		unseenUntil:   p.unseenUntil,
 	})
 	p.d.handoff, p.entries = h, h.entries
 	if len(h.unreadableClaims) > 0 {

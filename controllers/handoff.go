@@ -37,6 +37,9 @@ type handoffState struct {
 	Reserved []reservation `json:"reserved,omitempty"`
 	// Fenced are revocations that timed out while their incarnation kept renewing its Lease.
 	Fenced []revocation `json:"fenced,omitempty"`
+	// HoldUnclaimedUntil is set by an operator that started, found nothing it could trust and so cannot
+	// name the pods whose Leases vanished before: until then, a queue nobody claims goes to nobody.
+	HoldUnclaimedUntil *time.Time `json:"holdUnclaimedUntil,omitempty"`
 }
 
 // revocation is a set of queues (or all of them) an incarnation releases by acknowledging Generation.
@@ -58,7 +61,7 @@ type reservation struct {
 }
 
 func (s handoffState) empty() bool {
-	return len(s.Revocations) == 0 && len(s.Reserved) == 0 && len(s.Fenced) == 0
+	return len(s.Revocations) == 0 && len(s.Reserved) == 0 && len(s.Fenced) == 0 && s.HoldUnclaimedUntil == nil
 }
 
 func (s handoffState) encode() string {
@@ -216,6 +219,11 @@ type handoffInput struct {
 	incarnations []*incarnation
 	// scope is the spec's queues; the bookkeeping's queues are read through it.
 	scope *protocol.Scope
+	// unseenUntil is when a pod that this operator never saw, its Lease gone before it started, has
+	// stopped reading. Until then, when the bookkeeping cannot be trusted (it may have named that pod), a
+	// queue nobody claims goes to nobody; the bookkeeping then carries the deadline on
+	// (handoffState.HoldUnclaimedUntil).
+	unseenUntil time.Time
 }
 
 // handoffResult is what each member may read now and what the operator keeps in mind.
@@ -382,6 +390,17 @@ func handoff(in handoffInput) handoffResult {
 	}
 	holders := make(map[allocate.Queue]holding, queues)
 	unknownCount, unknownReader := 0, int32(-1)
+	hold := state.HoldUnclaimedUntil
+	if !in.trusted && in.now.Before(in.unseenUntil) {
+		hold = &in.unseenUntil
+	}
+	if hold != nil && in.now.Before(*hold) {
+		// A reader nobody can name may hold any queue: as one more unknown reader, never a member.
+		unknownCount, unknownReader = 1, -2
+		deadlines = append(deadlines, *hold)
+		until := hold.UTC()
+		res.state.HoldUnclaimedUntil = &until
+	}
 	for _, i := range in.incarnations {
 		if !i.stands(in.now, in.maxSkew) {
 			continue

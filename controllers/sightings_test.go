@@ -220,3 +220,27 @@ func TestRestartedOperatorHoldsBackRevokedQueuesOfAVanishedMember(t *testing.T) 
 		t.Fatalf("a lease duration after the restart p0 holds %v, want every queue", entryOf(later, "p0"))
 	}
 }
+
+// An operator that starts and finds the assignment gone knows nothing of pods whose Lease vanished before
+// it started: for one lease duration from its start, a queue nobody claims goes to nobody.
+func TestRestartedOperatorWithoutBookkeepingWaitsALeaseDuration(t *testing.T) {
+	group := testGroup(averagely, 4)
+	group.Status.AssignmentGeneration = 5
+	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 5, qs(0), t0))
+	obs.sightedSince = t0
+	first := decide(group, obs, env(group, t0.Add(time.Second)))
+	if !slices.Equal(entryOf(first, "p0"), qs(0)) || first.requeueAfter == 0 {
+		t.Fatalf("right after the start p0 gets %v (look again in %v); want only what it claims", entryOf(first, "p0"), first.requeueAfter)
+	}
+	// The next pass trusts what the first published, and p0 acknowledged it: the recovery is over, yet
+	// the queues nobody claims wait for the lease duration the first pass recorded.
+	next := applied(group, obs, first)
+	next.leases = []protocol.LeaseState{lease("p0", first.generation, qs(0), t0.Add(2*time.Second))}
+	if d := decide(group, next, env(group, t0.Add(3*time.Second))); !slices.Equal(entryOf(d, "p0"), qs(0)) {
+		t.Fatalf("before a lease duration from the start p0 gets %v", entryOf(d, "p0"))
+	}
+	next.leases = []protocol.LeaseState{lease("p0", first.generation, qs(0), t0.Add(16*time.Second))}
+	if d := decide(group, next, env(group, t0.Add(17*time.Second))); len(entryOf(d, "p0")) != 4 {
+		t.Fatalf("a lease duration after the start p0 gets %v, want every queue", entryOf(d, "p0"))
+	}
+}
