@@ -59,11 +59,14 @@ type agent struct {
 }
 
 // tweak, when not nil, adjusts the member's configuration.
-// agentGroup is the group of every agent the tests start.
-const agentGroup = "orders"
+// agentGroup and agentPod are the group and the pod of every agent the tests start.
+const (
+	agentGroup = "orders"
+	agentPod   = "consumer-0"
+)
 
-func startAgent(t *testing.T, prefix, pod string, tweak func(*member.Config)) agent {
-	group := agentGroup
+func startAgent(t *testing.T, prefix string, tweak func(*member.Config)) agent {
+	group, pod := agentGroup, agentPod
 	t.Helper()
 	ctx := context.Background()
 	ns := fmt.Sprintf("%s-%d", prefix, nsCounter.Add(1))
@@ -160,7 +163,7 @@ type errorBody struct {
 }
 
 func TestAgentHTTPAPI(t *testing.T) {
-	a := startAgent(t, "agent-api", "consumer-0", nil)
+	a := startAgent(t, "agent-api", nil)
 
 	// Healthy once the assignment is read and the Lease written.
 	eventually(t, func() error {
@@ -251,7 +254,7 @@ func TestAgentHTTPAPI(t *testing.T) {
 
 // A load report put to the agent reaches the Lease with its next renewal, for the queues the pod reads.
 func TestAgentLoad(t *testing.T) {
-	a := startAgent(t, "agent-load", "consumer-0", nil)
+	a := startAgent(t, "agent-load", nil)
 	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1)})
 	eventually(t, func() error {
 		var resp assignmentResponse
@@ -279,7 +282,7 @@ func TestAgentLoad(t *testing.T) {
 }
 
 func TestAgentDrain(t *testing.T) {
-	a := startAgent(t, "agent-drain", "consumer-0", nil)
+	a := startAgent(t, "agent-drain", nil)
 	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1, 2)})
 	eventually(t, func() error {
 		var resp assignmentResponse
@@ -315,7 +318,7 @@ func TestAgentDrain(t *testing.T) {
 // The drain is the only path on which the agent acknowledges for the consumer, and it is the agent's
 // shutdown: once it acknowledged, the agent hands out nothing more.
 func TestAgentDrainAcknowledgesOnlyAsItStops(t *testing.T) {
-	a := startAgent(t, "agent-drain-ack", "consumer-0", func(c *member.Config) { c.DrainAckTimeout = 300 * time.Millisecond })
+	a := startAgent(t, "agent-drain-ack", func(c *member.Config) { c.DrainAckTimeout = 300 * time.Millisecond })
 	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0, 1)})
 	a.awaitGeneration(1)
 	if code := a.call("POST", "/v1/ack", `{"generation":1}`, nil); code != http.StatusOK {
