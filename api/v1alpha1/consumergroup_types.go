@@ -49,6 +49,7 @@ type InnerStrategyType string
 // ConsumerGroupSpec is the desired state of a ConsumerGroup.
 // +kubebuilder:validation:XValidation:rule="has(self.selector.matchLabels) || has(self.selector.matchExpressions)",message="spec.selector: set matchLabels or matchExpressions; an empty selector would select every pod in the namespace"
 // +kubebuilder:validation:XValidation:rule="self.messageModel != 'Broadcasting' || self.strategy.type != 'ByConfig'",message="spec.strategy.type: ByConfig cannot be used with messageModel Broadcasting"
+// +kubebuilder:validation:XValidation:rule="!has(self.topics) || has(self.nameServer) || self.topics.all(t, has(t.brokers))",message="spec.topics[].brokers: a topic without brokers is discovered from spec.nameServer, which is not set"
 type ConsumerGroupSpec struct {
 	// selector selects the member pods, in the group's namespace. A pod is a member while it is Running,
 	// Ready and not being deleted.
@@ -60,7 +61,9 @@ type ConsumerGroupSpec struct {
 	// +kubebuilder:default=Clustering
 	MessageModel MessageModel `json:"messageModel,omitempty"`
 
-	// topics lists the topics the group consumes and their queues.
+	// topics lists the topics the group consumes and their queues. A topic that lists brokers is static: its
+	// queues are as written. A topic without brokers is discovered: its brokers and readable queues are read
+	// from spec.nameServer (docs/nameserver.md).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -88,6 +91,11 @@ type ConsumerGroupSpec struct {
 	// that left wait for it. The Paused condition says so. `kubectl cg pause` and `kubectl cg resume` set it.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// nameServer names the RocketMQ name servers from which the routes of the topics that list no brokers
+	// are read, and refreshed every refreshIntervalSeconds.
+	// +optional
+	NameServer *NameServer `json:"nameServer,omitempty"`
 
 	// autoscaling has the operator recommend how many members the group needs for the load they report
 	// (status.recommendedMembers, and the metric consumergroup_recommended_members), for KEDA or an
@@ -157,13 +165,113 @@ type Topic struct {
 	// +kubebuilder:validation:MaxLength=255
 	Name string `json:"name"`
 
-	// brokers lists the brokers that hold queues of this topic.
-	// +required
+	// brokers lists the brokers that hold queues of this topic. Without it, the topic's brokers and queues
+	// are discovered from spec.nameServer.
+	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
-	Brokers []Broker `json:"brokers"`
+	Brokers []Broker `json:"brokers,omitempty"`
+}
+
+// RetryTopicMode says whether a discovered group also assigns its retry topic.
+// +kubebuilder:validation:Enum=Assign;Ignore
+type RetryTopicMode string
+
+const (
+	// RetryTopicAssign assigns the group's retry topic, %RETRY%<groupName>, like a discovered topic.
+	RetryTopicAssign RetryTopicMode = "Assign"
+	// RetryTopicIgnore leaves the retry topic to the clients.
+	RetryTopicIgnore RetryTopicMode = "Ignore"
+)
+
+// NameServer says where the routes of a group's discovered topics are read: RocketMQ name servers, asked
+// GET_ROUTEINFO_BY_TOPIC. See docs/nameserver.md.
+// +kubebuilder:validation:XValidation:rule="has(self.addresses) != has(self.service)",message="spec.nameServer: set exactly one of addresses or service"
+type NameServer struct {
+	// addresses lists name servers as host:port, tried in turn.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=3
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^[^\s/]+:[0-9]{1,5}$`
+	Addresses []string `json:"addresses,omitempty"`
+
+	// service names a Service in the group's namespace that reaches the name servers: the operator dials
+	// <name>.<namespace>.svc:<port>, and tries each address the name resolves to (a headless Service
+	// resolves to every name server).
+	// +optional
+	Service *NameServerService `json:"service,omitempty"`
+
+	// credentialsSecret names a Secret in the group's namespace holding accessKey and secretKey (and
+	// optionally securityToken), with which requests are signed for a name server that enforces ACLs.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// refreshIntervalSeconds is how often the routes are read again (RocketMQ clients'
+	// pollNameServerInterval). A spec change reads them at once.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	RefreshIntervalSeconds *int32 `json:"refreshIntervalSeconds,omitempty"`
+
+	// groupName is the RocketMQ consumer group the members join; it names the retry topic. Defaults to
+	// the ConsumerGroup's name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	GroupName string `json:"groupName,omitempty"`
+
+	// retryTopic is Assign (the default) to assign the group's retry topic %RETRY%<groupName>, discovered
+	// like the other topics, or Ignore to leave it to the clients. A Broadcasting group has no retry topic.
+	// +optional
+	// +kubebuilder:default=Assign
+	RetryTopic RetryTopicMode `json:"retryTopic,omitempty"`
+
+	// brokerZones gives discovered brokers their zone (machine room), for the zone-aware strategies. A
+	// broker it does not list whose name has the form <room>@<broker> is in zone <room>; any other has none.
+	// +optional
+	// +listType=map
+	// +listMapKey=broker
+	// +kubebuilder:validation:MaxItems=256
+	BrokerZones []BrokerZone `json:"brokerZones,omitempty"`
+}
+
+// NameServerService is a Service that reaches the name servers.
+type NameServerService struct {
+	// name is the Service's name, in the group's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// port is the name servers' port.
+	// +optional
+	// +kubebuilder:default=9876
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// BrokerZone is the zone of one discovered broker.
+type BrokerZone struct {
+	// broker is the broker's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Broker string `json:"broker"`
+
+	// zone is the broker's zone.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone"`
 }
 
 // Broker is one broker's share of a topic: queues 0 .. queues-1.
@@ -418,6 +526,11 @@ type ConsumerGroupStatus struct {
 	// +optional
 	TotalLoad string `json:"totalLoad,omitempty"`
 
+	// routes are the routes of the discovered topics as last read from spec.nameServer: they stay in force
+	// while the name servers cannot be read.
+	// +optional
+	Routes *RoutesStatus `json:"routes,omitempty"`
+
 	// conditions: Ready (the published assignment matches the spec and the current members), Degraded
 	// (the operator cannot compute a new assignment; the last good one stays published), Progressing (a
 	// cooperative handoff is in flight: some queues wait for their old reader to let go), Fenced (a
@@ -428,6 +541,72 @@ type ConsumerGroupStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RoutesStatus are the routes last read from the name servers.
+type RoutesStatus struct {
+	// observedGeneration is the spec generation of the last refresh that reached a name server.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// readTime is when a refresh last read every discovered topic.
+	// +optional
+	ReadTime *metav1.Time `json:"readTime,omitempty"`
+
+	// nameServer is the address that last answered.
+	// +optional
+	NameServer string `json:"nameServer,omitempty"`
+
+	// topics are the discovered topics' routes, retry topic included.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=257
+	Topics []TopicRoute `json:"topics,omitempty"`
+}
+
+// TopicRoute is one discovered topic's route.
+type TopicRoute struct {
+	// name is the topic's name.
+	// +required
+	Name string `json:"name"`
+
+	// brokers are the brokers the name server lists for the topic; the topic's queues are those they
+	// hold readable.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Brokers []BrokerRoute `json:"brokers,omitempty"`
+
+	// readTime is when the topic's route was last read.
+	// +optional
+	ReadTime *metav1.Time `json:"readTime,omitempty"`
+
+	// absentSince is when the name servers began to answer that the topic does not exist. Its brokers
+	// stay in force until they have answered so for three refresh intervals.
+	// +optional
+	AbsentSince *metav1.Time `json:"absentSince,omitempty"`
+}
+
+// BrokerRoute is one broker's part of a topic's route.
+type BrokerRoute struct {
+	// name is the broker's name.
+	// +required
+	Name string `json:"name"`
+
+	// queues is how many of the broker's queues the group reads: readQueueNums when perm lets the topic be
+	// read, 0 otherwise.
+	// +required
+	Queues int32 `json:"queues"`
+
+	// readQueueNums is the broker's read queue count, as the name server reports it.
+	// +optional
+	ReadQueueNums int32 `json:"readQueueNums,omitempty"`
+
+	// perm is the broker's permission bits for the topic (4 read, 2 write, 1 inherit).
+	// +optional
+	Perm int32 `json:"perm,omitempty"`
 }
 
 // MemberStatus is one member's line in the status.
