@@ -734,13 +734,29 @@ func (p *decider) judgeLeases() {
 		findings = append(findings, fmt.Sprintf("Lease %s: spec.renewTime went backwards; its renewals are timed by the operator's clock", name))
 	}
 	for _, l := range p.obs.leases {
-		if l.LoadErr != nil && !p.obs.vanished[l.UID] {
+		if p.obs.vanished[l.UID] {
+			continue
+		}
+		if l.LoadErr != nil {
 			findings = append(findings, fmt.Sprintf("Lease %s: the load report cannot be read (%v); it counts as none", l.Name, l.LoadErr))
+		}
+		if p.claimsOutsideSpec(l) {
+			findings = append(findings, fmt.Sprintf("Lease %s: its claim or load report lists %d queues outside the spec after acknowledging generation %d, which lists none; they are ignored", l.Name, l.Outside, l.AckedGeneration))
 		}
 	}
 	if len(findings) > 0 {
 		p.d.suspectLeases = &problem{ReasonLeaseTampered, summarize(findings)}
 	}
+}
+
+// claimsOutsideSpec says whether l lists queues outside the spec although its member acknowledged a
+// published generation that lists none. Before that, a member may still read queues an earlier spec
+// named; after it, a member following the protocol claims only queues of its entry, and reports load
+// only for queues it claims. What lies outside the spec is never listed (protocol.Scope), so it can
+// neither cost memory nor block a queue of the spec.
+func (p *decider) claimsOutsideSpec(l protocol.LeaseState) bool {
+	pub := p.obs.published
+	return l.Outside > 0 && pub.Exists && pub.Outside == 0 && l.AckedGeneration >= pub.Generation
 }
 
 // summarize joins findings into one message, the first few in full.

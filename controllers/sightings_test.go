@@ -244,3 +244,30 @@ func TestRestartedOperatorWithoutBookkeepingWaitsALeaseDuration(t *testing.T) {
 		t.Fatalf("a lease duration after the start p0 gets %v, want every queue", entryOf(d, "p0"))
 	}
 }
+
+func TestClaimsOutsideSpec(t *testing.T) {
+	current := protocol.Published{Exists: true, Generation: 5}
+	stale := protocol.Published{Exists: true, Generation: 5, Outside: 3}
+	for _, tc := range []struct {
+		name      string
+		published protocol.Published
+		acked     int64
+		outside   int
+		want      bool
+	}{
+		{"acknowledged a generation that lists none", current, 5, 2, true},
+		{"acknowledged above it", current, 6, 2, true},
+		{"nothing outside", current, 5, 0, false},
+		{"still applying the generation that dropped them", current, 4, 2, false},
+		{"the published generation predates the spec", stale, 5, 2, false},
+		{"nothing published", protocol.Published{}, 5, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &decider{obs: &observation{published: tc.published}}
+			l := protocol.LeaseState{AckedGeneration: tc.acked, Outside: tc.outside}
+			if got := p.claimsOutsideSpec(l); got != tc.want {
+				t.Fatalf("claimsOutsideSpec = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -252,3 +252,29 @@ func TestAcknowledgementAboveAnyGenerationIsIgnored(t *testing.T) {
 	}
 	assertNoOverlap(t, own)
 }
+
+// TestClaimOutsideTheSpecIsReported: a stopped member's Lease is rewritten to claim, beside its own
+// queues, 100 queues of a broker the spec does not name, while acknowledging the published generation.
+// They are counted, never listed, and the Warning event names the Lease.
+func TestClaimOutsideTheSpecIsReported(t *testing.T) {
+	ns, own, ms := settledGroup(t, "o", 6, 60, 3, memberOptions)
+	ms[0].Stop()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var lease coordinationv1.Lease
+		must(t, k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: protocol.LeaseName("o", "o-0")}, &lease))
+		c, queues, err := protocol.DecodeClaim(lease.Annotations[protocol.ClaimAnnotation])
+		must(t, err)
+		for id := range int32(100) {
+			queues = append(queues, protocol.Queue{Topic: "t", Broker: "not-in-spec", ID: id})
+		}
+		lease.Annotations[protocol.ClaimAnnotation] = protocol.NewClaim(c.PodUID, c.Acked, queues).Encode()
+		return k8s.Update(context.Background(), &lease)
+	}))
+	waitForEvent(t, ns, "o", ReasonLeaseTampered)
+	msgs := strings.Join(eventMessages(t, ns, "o", ReasonLeaseTampered), "\n")
+	if !strings.Contains(msgs, protocol.LeaseName("o", "o-0")+": its claim or load report lists 100 queues outside the spec") {
+		t.Errorf("the Warning events do not report the 100 queues outside the spec: %q", msgs)
+	}
+	waitForSettled(t, ns, "o", own, 6, 2)
+	assertNoOverlap(t, own)
+}

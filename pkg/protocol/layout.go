@@ -146,6 +146,9 @@ type Published struct {
 	Shards int
 	// Entries are the readable entries, by pod name.
 	Entries map[string]PublishedEntry
+	// Outside counts the queues the entries list outside the reader's Scope (ReadPublishedIn): an
+	// assignment published before the spec dropped them.
+	Outside int
 	// RebalancedAt and Handoff are the operator's own annotations on the index, as read.
 	RebalancedAt time.Time
 	Handoff      string
@@ -235,6 +238,7 @@ func ReadPublishedIn(group string, index *corev1.ConfigMap, shards map[string]*c
 				p.Generation = max(p.Generation, e.Generation)
 			}
 			p.Entries[pod] = PublishedEntry{Entry: e, Queues: queues}
+			p.Outside += expanded.Outside
 		}
 	}
 	return p

@@ -172,6 +172,23 @@ func TestReadPublishedInBudget(t *testing.T) {
 	}
 }
 
+// An assignment published under an earlier spec lists queues the spec no longer names: they are counted.
+func TestReadPublishedInCountsQueuesOutsideTheScope(t *testing.T) {
+	entries := map[string]string{
+		"p0": string(NewEntry("m", "u0", 3, []Queue{q("t", "b", 0), q("t", "b", 9), q("t", "gone", 1)}).Encode()),
+		"p1": string(NewEntry("m", "u1", 3, []Queue{q("t", "c", 1)}).Encode()),
+	}
+	parts, err := Layout("g", 3, entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: parts[0].Name, Annotations: parts[0].Annotations}, Data: parts[0].Data}
+	p := ReadPublishedIn("g", cm, nil, smallScope(), smallScope().Len())
+	if p.Outside != 2 || len(p.Entries["p0"].Queues) != 1 || len(p.Tampered) != 0 {
+		t.Fatalf("outside = %d, p0 lists %v, findings %q; want 2 outside, p0 listing t/b/0 only", p.Outside, p.Entries["p0"].Queues, p.Tampered)
+	}
+}
+
 func TestGenerationsAreBounded(t *testing.T) {
 	if _, _, err := DecodeClaim(Claim{Version: ClaimVersion, PodUID: "u", Acked: MaxGeneration + 1, Queues: []BrokerQueues{}}.Encode()); err == nil {
 		t.Error("a claim acknowledging a generation past MaxGeneration was accepted")
