@@ -1,0 +1,229 @@
+// Package rocketmqstandin is a RocketMQ name server stand-in for tests: it speaks the remoting protocol
+// (pkg/nameserver's frames) and answers GET_ROUTEINFO_BY_TOPIC from routes a test sets and changes, and
+// can be made to fail: closing every connection, answering junk, or never answering. Requests it does not
+// know go to a handler of the test's, so that one listener can also play a broker.
+package rocketmqstandin
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
+)
+
+// Mode is how the stand-in answers route requests.
+type Mode int
+
+const (
+	// Serve answers with the routes set.
+	Serve Mode = iota
+	// Down closes every connection as soon as it is opened.
+	Down
+	// Junk answers every request with bytes that are no frame.
+	Junk
+	// Garbled answers with a well-formed frame whose route cannot be read.
+	Garbled
+	// Hang reads requests and never answers.
+	Hang
+)
+
+// Broker is one broker's part of a topic's route.
+type Broker struct {
+	Name   string
+	Queues int32
+	// Perm is the topic's permission on the broker; 6 (read and write) when 0.
+	Perm int32
+	// Addr is the broker's address, in brokerDatas; the stand-in's own when empty.
+	Addr string
+}
+
+// Handler answers a request that is not a route request; ok false answers success with no body.
+type Handler func(req nameserver.Command, body []byte) (res nameserver.Command, resBody []byte, ok bool)
+
+// NameServer is a running stand-in.
+type NameServer struct {
+	Addr string
+
+	mu       sync.Mutex
+	routes   map[string][]Broker
+	mode     Mode
+	handler  Handler
+	requests map[string]int
+	conns    map[net.Conn]bool
+}
+
+// Start runs a stand-in on a loopback port until the test ends.
+func Start(t testing.TB) *NameServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &NameServer{Addr: ln.Addr().String(), routes: map[string][]Broker{}, requests: map[string]int{}, conns: map[net.Conn]bool{}}
+	go n.accept(ln)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for c := range n.conns {
+			_ = c.Close()
+		}
+	})
+	return n
+}
+
+// SetTopic sets topic's route to brokers.
+func (n *NameServer) SetTopic(topic string, brokers ...Broker) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.routes[topic] = append([]Broker(nil), brokers...)
+}
+
+// RemoveTopic makes topic unknown: route requests for it are answered TOPIC_NOT_EXIST.
+func (n *NameServer) RemoveTopic(topic string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.routes, topic)
+}
+
+// SetMode sets how route requests are answered from now on; Down and Hang also cut the connections open.
+func (n *NameServer) SetMode(m Mode) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mode = m
+	if m == Down || m == Hang {
+		for c := range n.conns {
+			_ = c.Close()
+		}
+	}
+}
+
+// SetHandler sets the handler of the requests that are not route requests.
+func (n *NameServer) SetHandler(h Handler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.handler = h
+}
+
+// Requests is how many route requests for topic the stand-in received.
+func (n *NameServer) Requests(topic string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.requests[topic]
+}
+
+func (n *NameServer) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		n.mu.Lock()
+		down := n.mode == Down
+		if !down {
+			n.conns[c] = true
+		}
+		n.mu.Unlock()
+		if down {
+			_ = c.Close()
+			continue
+		}
+		go n.serve(c)
+	}
+}
+
+func (n *NameServer) serve(c net.Conn) {
+	defer func() {
+		n.mu.Lock()
+		delete(n.conns, c)
+		n.mu.Unlock()
+		_ = c.Close()
+	}()
+	var writeMu sync.Mutex
+	r := bufio.NewReader(c)
+	for {
+		req, body, err := nameserver.ReadFrame(r, 0)
+		if err != nil || req.IsResponse() {
+			return
+		}
+		go func() {
+			out, ok := n.answer(req, body)
+			if !ok {
+				return
+			}
+			writeMu.Lock()
+			defer writeMu.Unlock()
+			_, _ = c.Write(out)
+		}()
+	}
+}
+
+// answer is the bytes that answer req; ok false sends nothing.
+func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, ok bool) {
+	n.mu.Lock()
+	mode, handler := n.mode, n.handler
+	var brokers []Broker
+	known := false
+	if req.Code == nameserver.CodeGetRouteByTopic {
+		n.requests[req.ExtFields["topic"]]++
+		brokers, known = n.routes[req.ExtFields["topic"]]
+	}
+	n.mu.Unlock()
+	if req.Code != nameserver.CodeGetRouteByTopic {
+		res, resBody := nameserver.NewResponse(req, nameserver.CodeSuccess, ""), []byte(nil)
+		if handler != nil {
+			if hres, hbody, handled := handler(req, body); handled {
+				res, resBody = hres, hbody
+				res.Opaque, res.Flag = req.Opaque, 1
+			}
+		}
+		out, err := nameserver.AppendFrame(nil, res, resBody)
+		return out, err == nil
+	}
+	switch mode {
+	case Hang, Down:
+		return nil, false
+	case Junk:
+		return []byte("\x00\x00\x00\x10this is no frame"), true
+	case Garbled:
+		out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeSuccess, ""), []byte(`{"queueDatas":[{"brokerName":""`))
+		return out, err == nil
+	}
+	if !known {
+		out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeTopicNotExist, "No topic route info in name server for the topic: "+req.ExtFields["topic"]), nil)
+		return out, err == nil
+	}
+	out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeSuccess, ""), RouteBody(brokers, n.Addr))
+	return out, err == nil
+}
+
+// RouteBody is the route data of brokers as a Java name server writes it: broker address maps with bare
+// numeric keys. Brokers without an address get addr.
+func RouteBody(brokers []Broker, addr string) []byte {
+	sorted := append([]Broker(nil), brokers...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	var qd, bd []byte
+	for i, b := range sorted {
+		perm := b.Perm
+		if perm == 0 {
+			perm = nameserver.PermRead | nameserver.PermWrite
+		}
+		q, _ := json.Marshal(nameserver.QueueData{BrokerName: b.Name, ReadQueueNums: b.Queues, WriteQueueNums: b.Queues, Perm: perm})
+		a := b.Addr
+		if a == "" {
+			a = addr
+		}
+		name, _ := json.Marshal(b.Name)
+		address, _ := json.Marshal(a)
+		if i > 0 {
+			qd, bd = append(qd, ','), append(bd, ',')
+		}
+		qd = append(qd, q...)
+		bd = append(bd, `{"brokerAddrs":{0:`+string(address)+`},"brokerName":`+string(name)+`,"cluster":"DefaultCluster"}`...)
+	}
+	return []byte(`{"brokerDatas":[` + string(bd) + `],"filterServerTable":{},"queueDatas":[` + string(qd) + `]}`)
+}
