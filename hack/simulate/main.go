@@ -30,6 +30,7 @@ func mainErr(args []string, w io.Writer) error {
 	strategies := fs.String("strategies", "", "comma-separated strategy names; empty means every registered strategy except ByConfig")
 	format := fs.String("format", "json", "output format: json, table, svg or markdown")
 	maxSkew := fs.Int("max-skew", 0, "Sticky's MaxSkew")
+	zoneRepair := fs.Int("zone-repair-moves", allocate.DefaultZoneRepairMoves, "Sticky's ZoneRepairMoves: the most queues a replan moves beyond what balance forces, for locality")
 	balanceBy := fs.String("balance-by", allocate.BalanceByQueues, "what Sticky balances: Queues or Load (the scenario's queueLoad)")
 	tolerance := fs.Int("load-tolerance", 10, "Sticky's load tolerance, in percent, and the bound withinLoadBound checks")
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +44,7 @@ func mainErr(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out, err := run(sc, names, options{maxSkew: int32(*maxSkew), balanceBy: *balanceBy, tolerance: float64(*tolerance) / 100})
+	out, err := run(sc, names, options{maxSkew: int32(*maxSkew), zoneRepair: ptr(int32(*zoneRepair)), balanceBy: *balanceBy, tolerance: float64(*tolerance) / 100})
 	if err != nil {
 		return err
 	}
@@ -64,15 +65,17 @@ func mainErr(args []string, w io.Writer) error {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 // writeTable prints one row per strategy and step.
 func writeTable(w io.Writer, out Output) error {
 	// The rows are built in memory, where writes cannot fail, and written out once.
 	var b strings.Builder
-	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tWITHIN LOAD AIM\tERROR")
+	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tMAX\tMIN\tCROSS-ZONE\tMIN CROSS-ZONE\tSETTLE MOVES\tSETTLED CROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tWITHIN LOAD AIM\tERROR")
 	for _, r := range out.Results {
 		for i, s := range r.Steps {
-			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%v\t%s\n",
-				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.Balanced,
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%v\t%s\n",
+				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.MaxLoad, s.MinLoad, s.CrossZone, s.MinCrossZone, s.SettleMoves, s.SettledCrossZone, s.Balanced,
 				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.WithinLoadAim, s.Error)
 		}
 	}

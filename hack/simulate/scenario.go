@@ -187,7 +187,75 @@ func builtins() []Scenario {
 				{Label: "equal again", Members: pods(4)},
 			},
 		},
-	}, loadScenarios()...)
+	}, append(replacementScenarios(), loadScenarios()...)...)
+}
+
+// twoBrokerZones is one topic on brokers in zone-a and zone-b only: members in zone-c read across zones.
+func twoBrokerZones(perBroker int) []Topic {
+	t := orders(perBroker)
+	t[0].Brokers = t[0].Brokers[:2]
+	return t
+}
+
+// rollingReplacement is a Deployment's rollout with one surge pod: each old pod in turn gets a
+// replacement, which the scheduler puts in the next zone round the ring, and then goes away.
+func rollingReplacement(n int) []Step {
+	current := pods(n)
+	steps := []Step{{Label: fmt.Sprintf("%d pods", n), Members: slices.Clone(current)}}
+	for i := range n {
+		id := fmt.Sprintf("new-%d", i)
+		current = append(current, Member{ID: id, Zone: zones[(i+1)%len(zones)], Weight: 1})
+		steps = append(steps, Step{Label: id + " up", Members: slices.Clone(current)})
+		current = without(current, fmt.Sprintf("pod-%d", i))
+		steps = append(steps, Step{Label: fmt.Sprintf("pod-%d gone", i), Members: slices.Clone(current)})
+	}
+	return steps
+}
+
+// churn is a seeded random sequence of pods joining (in a random zone) and leaving, between 3 and 12.
+func churn(seed uint64, count int) []Step {
+	rng := rand.New(rand.NewPCG(seed, 25))
+	current := pods(6)
+	steps := []Step{{Label: "6 pods", Members: slices.Clone(current)}}
+	next := len(current)
+	for range count {
+		if len(current) > 3 && (len(current) >= 12 || rng.IntN(2) == 0) {
+			gone := current[rng.IntN(len(current))].ID
+			current = without(current, gone)
+			steps = append(steps, Step{Label: gone + " leaves", Members: slices.Clone(current)})
+			continue
+		}
+		m := Member{ID: fmt.Sprintf("pod-%d", next), Zone: zones[rng.IntN(len(zones))], Weight: 1}
+		next++
+		current = append(current, m)
+		steps = append(steps, Step{Label: m.ID + " joins " + m.Zone, Members: slices.Clone(current)})
+	}
+	return steps
+}
+
+// replacementScenarios are the rollouts and the random membership changes over which a settled Sticky
+// group reads as few queues across zones as balance allows.
+func replacementScenarios() []Scenario {
+	return []Scenario{
+		{
+			Name:        "rollout-2-broker-zones",
+			Description: "Six pods over three zones are replaced one by one with one surge pod; brokers in zone-a and zone-b only, 24 queues.",
+			Topics:      twoBrokerZones(12),
+			Steps:       rollingReplacement(6),
+		},
+		{
+			Name:        "rollout-3-broker-zones",
+			Description: "Six pods over three zones are replaced one by one with one surge pod; a broker in every zone, 24 queues.",
+			Topics:      orders(8),
+			Steps:       rollingReplacement(6),
+		},
+		{
+			Name:        "churn",
+			Description: "Pods join in random zones and leave at random, 3 to 12 of them, 20 times; brokers in zone-a and zone-b, 24 queues.",
+			Topics:      twoBrokerZones(12),
+			Steps:       churn(7, 20),
+		},
+	}
 }
 
 // loadScenarios are the built-in scenarios with per-queue load: 48 queues over three zones and 8 pods,

@@ -12,6 +12,8 @@ import (
 // options are the parameters the simulator gives Sticky.
 type options struct {
 	maxSkew int32
+	// zoneRepair is Sticky's ZoneRepairMoves; nil means its default.
+	zoneRepair *int32
 	// balanceBy is Sticky's BalanceBy; tolerance its LoadTolerance, also the bound WithinLoadBound checks.
 	balanceBy string
 	tolerance float64
@@ -59,7 +61,7 @@ func strategyNames(flag string) ([]allocate.Name, []string, error) {
 
 // strategyFor builds the named strategy with the parameters the simulator gives it.
 func strategyFor(name allocate.Name, sc Scenario, o options) (allocate.Strategy, error) {
-	p := allocate.Params{MaxSkew: o.maxSkew, BalanceBy: o.balanceBy, LoadTolerance: &o.tolerance}
+	p := allocate.Params{MaxSkew: o.maxSkew, BalanceBy: o.balanceBy, LoadTolerance: &o.tolerance, ZoneRepairMoves: o.zoneRepair}
 	switch name {
 	case allocate.MachineRoomNearby:
 		p.Inner = allocate.Averagely
@@ -128,24 +130,65 @@ func run(sc Scenario, names []allocate.Name, o options) (Output, error) {
 			if err != nil {
 				return Output{}, err
 			}
-			var plan allocate.Plan
-			if name == allocate.Sticky {
-				plan, err = s.Allocate(in)
-			} else {
-				plan, err = perTopic(s, in, name == allocate.ByMachineRoom)
-			}
-			step := StepResult{LowerBound: allocate.LowerBound(in)}
-			if err != nil {
-				step.Error = err.Error()
-				plan = allocate.Plan{}
-			}
-			measure(&step, in, plan, o.tolerance)
+			plan, step := planStep(s, name, in, o.tolerance)
+			plan = settle(s, name, in, plan, &step)
 			res.Steps = append(res.Steps, step)
 			prev = plan
 		}
 		out.Results = append(out.Results, res)
 	}
 	return out, nil
+}
+
+// planStep plans one step with strategy s from in.Previous and measures the plan.
+func planStep(s allocate.Strategy, name allocate.Name, in allocate.Input, tolerance float64) (allocate.Plan, StepResult) {
+	plan, err := allocateWith(s, name, in)
+	step := StepResult{LowerBound: allocate.LowerBound(in)}
+	if err != nil {
+		step.Error = err.Error()
+		plan = allocate.Plan{}
+	}
+	measure(&step, in, plan, tolerance)
+	return plan, step
+}
+
+// allocateWith runs Sticky on the whole group and a RocketMQ strategy per topic.
+func allocateWith(s allocate.Strategy, name allocate.Name, in allocate.Input) (allocate.Plan, error) {
+	if name == allocate.Sticky {
+		return s.Allocate(in)
+	}
+	return perTopic(s, in, name == allocate.ByMachineRoom)
+}
+
+// maxSettleRounds bounds the replans settle makes.
+const maxSettleRounds = 100
+
+// settle replans the unchanged group from plan until nothing moves, as the operator's passes do when the
+// group stops changing for a while (Sticky's repair moves spread over them), and records the moves
+// and the settled plan's cross-zone count in step. It returns the settled plan, which the next step
+// starts from.
+func settle(s allocate.Strategy, name allocate.Name, in allocate.Input, plan allocate.Plan, step *StepResult) allocate.Plan {
+	step.SettledCrossZone = step.CrossZone
+	if step.Error != "" {
+		return plan
+	}
+	for range maxSettleRounds {
+		in.Previous = plan
+		next, err := allocateWith(s, name, in)
+		if err != nil {
+			step.Error = err.Error()
+			return plan
+		}
+		moved := allocate.Moved(plan, next)
+		if moved == 0 {
+			break
+		}
+		step.SettleMoves += moved
+		step.SettleRounds++
+		plan = next
+	}
+	step.SettledCrossZone = allocate.CrossZone(in, plan)
+	return plan
 }
 
 // input is the strategies' input at one step; loads, when not nil, give every queue its load (0 when
@@ -237,6 +280,15 @@ type StepResult struct {
 	MinLoad    int `json:"minLoad"`
 	// CrossZone counts queues whose owner is not in the broker's zone (allocate.CrossZone).
 	CrossZone int `json:"crossZone"`
+	// MinCrossZone is the fewest cross-zone queues any balanced plan of this step allows
+	// (allocate.MinCrossZone).
+	MinCrossZone int `json:"minCrossZone"`
+	// SettleMoves counts the queues moved by replanning the unchanged group until nothing moves, over
+	// SettleRounds replans (Sticky's repair moves, at most its budget per replan); SettledCrossZone is the
+	// settled plan's cross-zone count. The next step starts from the settled plan.
+	SettleMoves      int `json:"settleMoves"`
+	SettleRounds     int `json:"settleRounds"`
+	SettledCrossZone int `json:"settledCrossZone"`
 	// Balanced is true when every queue has one owner and every member holds floor or ceil of its weighted
 	// share (allocate.Balanced).
 	Balanced bool `json:"balanced"`
@@ -261,6 +313,7 @@ type StepResult struct {
 func measure(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
 	step.Moved = allocate.Moved(in.Previous, plan)
 	step.CrossZone = allocate.CrossZone(in, plan)
+	step.MinCrossZone = allocate.MinCrossZone(in)
 	step.Balanced = allocate.Balanced(in, plan)
 	step.Plan = map[string][]string{}
 	for _, m := range in.Members {

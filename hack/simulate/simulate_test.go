@@ -14,8 +14,9 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
-// TestBuiltinScenariosSticky is the acceptance check: on every built-in scenario Sticky moves
-// exactly the lower bound and stays balanced, and every other strategy at least runs.
+// TestBuiltinScenariosSticky is the acceptance check: on every built-in scenario Sticky stays balanced and
+// moves the lower bound plus at most its repair budget, and once the group settles it reads as few queues
+// across zones as any balanced plan allows; every other strategy at least runs.
 func TestBuiltinScenariosSticky(t *testing.T) {
 	names, _, err := strategyNames("")
 	if err != nil {
@@ -38,9 +39,7 @@ func TestBuiltinScenariosSticky(t *testing.T) {
 				if r.Strategy != string(allocate.Sticky) {
 					continue
 				}
-				if s.Moved != s.LowerBound || !s.Balanced {
-					t.Errorf("%s/%s: Sticky moved %d (bound %d), balanced %v", sc.Name, out.Labels[i], s.Moved, s.LowerBound, s.Balanced)
-				}
+				checkStickyStep(t, sc.Name+"/"+out.Labels[i], s)
 				if s.MinLoad == 0 && len(sc.Steps[i].Members) > 0 {
 					fewerQueuesThanMembers = true
 				}
@@ -49,6 +48,20 @@ func TestBuiltinScenariosSticky(t *testing.T) {
 	}
 	if !fewerQueuesThanMembers {
 		t.Error("no built-in scenario has more members than queues")
+	}
+}
+
+// checkStickyStep fails unless Sticky's step is balanced, moved the lower bound plus at most its repair
+// budget, and settled at the fewest cross-zone reads a balanced plan allows, each replan moving at most
+// the budget.
+func checkStickyStep(t *testing.T, name string, s StepResult) {
+	t.Helper()
+	if s.Moved < s.LowerBound || s.Moved > s.LowerBound+allocate.DefaultZoneRepairMoves || !s.Balanced {
+		t.Errorf("%s: Sticky moved %d (bound %d), balanced %v", name, s.Moved, s.LowerBound, s.Balanced)
+	}
+	if s.SettledCrossZone != s.MinCrossZone || s.SettleMoves > s.SettleRounds*allocate.DefaultZoneRepairMoves {
+		t.Errorf("%s: Sticky settled at %d cross-zone queues (minimum %d) after %d moves in %d replans",
+			name, s.SettledCrossZone, s.MinCrossZone, s.SettleMoves, s.SettleRounds)
 	}
 }
 

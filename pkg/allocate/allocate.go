@@ -102,6 +102,12 @@ type Params struct {
 	// to MaxSkew queues more than its fair share. 0 means strict balance.
 	MaxSkew int32
 
+	// ZoneRepairMoves is the most queues one Sticky rebalance moves beyond those balance forces, to bring
+	// the queues read outside their broker's zone down to the fewest a balanced plan allows
+	// (MinCrossZone); nil means DefaultZoneRepairMoves, 0 moves none. Queues that move anyway are sent
+	// home whatever it is. It applies with MaxSkew 0 and balancing by queue count.
+	ZoneRepairMoves *int32
+
 	// BalanceBy is what Sticky balances: BalanceByQueues ("" too), queue counts, or BalanceByLoad, the
 	// load in Input.QueueLoad. MaxSkew applies to counts only.
 	BalanceBy string
@@ -116,6 +122,10 @@ type Params struct {
 	// MachineRoomNearby passes InnerParams, not this, to its inner strategy.
 	Strict bool
 }
+
+// DefaultZoneRepairMoves is Params.ZoneRepairMoves when nil: enough for a swap or a cycle through every
+// zone of a group with up to eight zones in one rebalance, few enough that a rebalance stays small.
+const DefaultZoneRepairMoves = 8
 
 // HashFunc maps a key to a point on ConsistentHash's ring.
 type HashFunc func(key string) uint32

@@ -31,6 +31,9 @@ import (
 // they are dense (the RocketMQ case, ids 0..n-1) and by a comparison sort otherwise.
 type sticky struct {
 	maxSkew int
+	// repairMoves is the most queues a rebalance moves beyond those balance forces to bring cross-zone
+	// reads down to the minimum (sticky_zones.go); with MaxSkew 0 only.
+	repairMoves int
 	// byLoad selects the load balance of sticky_load.go, with tolerance tol.
 	byLoad bool
 	tol    float64
@@ -66,7 +69,13 @@ func newSticky(p Params) (Strategy, error) {
 	if p.MaxSkew < 0 {
 		return nil, paramErrorf("maxSkew", "must be 0 or more, got %d", p.MaxSkew)
 	}
-	s := &sticky{maxSkew: int(p.MaxSkew), tol: DefaultLoadTolerance}
+	s := &sticky{maxSkew: int(p.MaxSkew), tol: DefaultLoadTolerance, repairMoves: DefaultZoneRepairMoves}
+	if p.ZoneRepairMoves != nil {
+		if r := *p.ZoneRepairMoves; r < 0 {
+			return nil, paramErrorf("zoneRepairMoves", "must be 0 or more, got %d", r)
+		}
+		s.repairMoves = int(*p.ZoneRepairMoves)
+	}
 	switch p.BalanceBy {
 	case "", BalanceByQueues:
 	case BalanceByLoad:
@@ -119,6 +128,8 @@ type stickyState struct {
 	prev   []int32 // canonical position -> surviving previous owner, -1 when none
 	owner  []int32 // canonical position -> new owner, -1 while unplaced
 	quota  []int32
+	floor  []int32 // floor(Q*w_i/W); quota is floor or floor+1
+	ceil   []int32 // ceil(Q*w_i/W)
 	count  []int32 // queues currently held in owner
 	weight []int64
 
@@ -159,6 +170,9 @@ func (s *sticky) Allocate(in Input) (Plan, error) {
 	st.computeQuotas()
 	st.releaseExcess()
 	st.place()
+	if s.maxSkew == 0 {
+		st.repairZones(s.repairMoves)
+	}
 	return st.plan(plan), nil
 }
 
@@ -389,6 +403,7 @@ func (st *stickyState) computeQuotas() {
 		total += w
 	}
 	st.quota = make([]int32, n)
+	st.ceil = make([]int32, n)
 	rem := make([]int64, n)
 	var assigned int64
 	candidates := make([]int32, 0, n)
@@ -396,11 +411,16 @@ func (st *stickyState) computeQuotas() {
 		share := q * w // Q and weights are int32-sized, so the product fits
 		st.quota[i] = int32(share / total)
 		rem[i] = share % total
+		st.ceil[i] = st.quota[i]
+		if rem[i] > 0 {
+			st.ceil[i]++
+		}
 		assigned += int64(st.quota[i])
 		if rem[i] > 0 {
 			candidates = append(candidates, int32(i))
 		}
 	}
+	st.floor = slices.Clone(st.quota)
 	extra := int(q - assigned)
 	if extra == 0 {
 		return

@@ -291,8 +291,9 @@ func stickyShuffled(rng *rand.Rand, in Input) Input {
 }
 
 // stickyStep moves w one step on, plans it from prev with s, and checks rules 1-3: one owner per queue,
-// balance within skew, and with no skew exactly the moves the lower bound forces.
-func stickyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, skew int32) (Input, Plan) {
+// balance within skew, and with no skew exactly the moves the lower bound forces plus at most repair
+// moves for locality.
+func stickyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, skew, repair int32) (Input, Plan) {
 	t.Helper()
 	w.step()
 	in := w.input(prev)
@@ -303,11 +304,39 @@ func stickyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, skew int32)
 	checkEveryQueueOwnedOnce(t, in, plan)
 	stickyCheckBalance(t, in, plan, int(skew))
 	if skew == 0 {
-		if got, want := Moved(in.Previous, plan), LowerBound(in); got != want {
-			t.Fatalf("seed %d: moved %d queues, lower bound %d", w.seed, got, want)
+		if got, want := Moved(in.Previous, plan), LowerBound(in); got < want || got > want+int(repair) {
+			t.Fatalf("seed %d: moved %d queues, lower bound %d, repair budget %d", w.seed, got, want, repair)
 		}
 	}
 	return in, plan
+}
+
+// stickySettle replans in from plan with s until nothing moves, as the operator's passes do once the
+// group stops changing, and returns the settled plan and the moves it took. Each replan checks rules 1
+// and 2 and moves at most repair queues.
+func stickySettle(t *testing.T, s Strategy, in Input, plan Plan, repair int) (Plan, int) {
+	t.Helper()
+	total := 0
+	for range 50 {
+		in.Previous = plan
+		next, err := s.Allocate(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEveryQueueOwnedOnce(t, in, next)
+		stickyCheckBalance(t, in, next, 0)
+		moved := Moved(plan, next)
+		if moved > repair {
+			t.Fatalf("a replan of an unchanged group moved %d queues, repair budget %d", moved, repair)
+		}
+		if moved == 0 {
+			return next, total
+		}
+		total += moved
+		plan = next
+	}
+	t.Fatalf("the plan did not settle in 50 replans")
+	return nil, 0
 }
 
 func mustSticky(t testing.TB, skew int32) Strategy {
@@ -319,29 +348,67 @@ func mustSticky(t testing.TB, skew int32) Strategy {
 	return s
 }
 
-// TestStickyProperties replays random sequences of joins, leaves, weight changes and queue changes,
-// feeding each plan back as the previous one, and checks rules 1-5 at every step.
-func TestStickyProperties(t *testing.T) {
-	s := mustSticky(t, 0)
-	steps := 0
-	for seed := range uint64(100) {
-		w := newStickyWorld(seed)
-		var prev Plan
-		for range 100 {
-			in, plan := stickyStep(t, s, w, prev, 0)
-			stickyCheckLocality(t, in, plan)
-			again, err := s.Allocate(stickyShuffled(w.rng, in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(plan, again) {
-				t.Fatalf("seed %d: plan depends on input order", seed)
-			}
-			prev = plan
-			steps++
-		}
+func mustStickyRepair(t testing.TB, repair int32) Strategy {
+	t.Helper()
+	s, err := New(Sticky, Params{ZoneRepairMoves: &repair})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d steps checked", steps)
+	return s
+}
+
+// TestStickyProperties replays random sequences of joins, leaves, weight changes and queue changes,
+// feeding each plan back as the previous one, and checks rules 1-5 at every step: without repair moves
+// exactly the lower bound; with the default budget at most that many more, and once the group settles as
+// few cross-zone reads as any balanced plan allows (MinCrossZone, the oracle).
+func TestStickyProperties(t *testing.T) {
+	for _, repair := range []int32{0, DefaultZoneRepairMoves} {
+		t.Run(fmt.Sprintf("repair=%d", repair), func(t *testing.T) {
+			s := mustStickyRepair(t, repair)
+			var tally stickyTally
+			for seed := range uint64(100) {
+				w := newStickyWorld(seed)
+				var prev Plan
+				for range 100 {
+					prev = stickyPropertyStep(t, s, w, prev, repair, &tally)
+				}
+			}
+			t.Logf("%d steps checked; %d plans above the cross-zone minimum before settling, %d moves to settle",
+				tally.steps, tally.above, tally.settleMoves)
+		})
+	}
+}
+
+// stickyTally counts what TestStickyProperties saw.
+type stickyTally struct{ steps, above, settleMoves int }
+
+// stickyPropertyStep is one step of TestStickyProperties; it returns the plan the next step starts from.
+func stickyPropertyStep(t *testing.T, s Strategy, w *stickyWorld, prev Plan, repair int32, tally *stickyTally) Plan {
+	t.Helper()
+	in, plan := stickyStep(t, s, w, prev, 0, repair)
+	if repair == 0 {
+		stickyCheckLocality(t, in, plan)
+	}
+	again, err := s.Allocate(stickyShuffled(w.rng, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plan, again) {
+		t.Fatalf("seed %d: plan depends on input order", w.seed)
+	}
+	tally.steps++
+	if CrossZone(in, plan) > MinCrossZone(in) {
+		tally.above++
+	}
+	if repair == 0 {
+		return plan
+	}
+	plan, moved := stickySettle(t, s, in, plan, int(repair))
+	tally.settleMoves += moved
+	if got, want := CrossZone(in, plan), MinCrossZone(in); got != want {
+		t.Fatalf("seed %d: settled with %d cross-zone queues, the fewest a balanced plan allows is %d", w.seed, got, want)
+	}
+	return plan
 }
 
 // TestStickyLowerBoundFormula checks LowerBound's closed form against brute force, so the bound the
@@ -373,7 +440,7 @@ func TestStickyLowerBoundFormula(t *testing.T) {
 func TestStickySkew(t *testing.T) {
 	for _, skew := range []int32{1, 3} {
 		s := mustSticky(t, skew)
-		strict := mustSticky(t, 0)
+		strict := mustStickyRepair(t, 0)
 		for seed := range uint64(20) {
 			w := newStickyWorld(500 + seed)
 			var prev Plan
@@ -550,7 +617,7 @@ func FuzzSticky(f *testing.F) {
 		w := newStickyWorld(seed)
 		var prev Plan
 		for range 20 {
-			_, prev = stickyStep(t, s, w, prev, skew)
+			_, prev = stickyStep(t, s, w, prev, skew, DefaultZoneRepairMoves)
 		}
 	})
 }
