@@ -293,7 +293,20 @@ func loadScenarios() []Scenario {
 		}
 		return loads
 	}
+	// noisy returns loads with every queue's load changed by up to ±3%.
+	noisy := func(loads map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for _, q := range queues { // in queue order, not the map's, so that every run draws the same
+			out[q] = math.Round(1000*loads[q]*(0.97+0.06*rng.Float64())) / 1000
+		}
+		return out
+	}
 	eight := pods(8)
+	hot := hotSpot("broker-a")
+	noise := []Step{{Label: "uniform", Members: eight, QueueLoad: hotSpot("none")}, {Label: "hot spot", Members: eight, QueueLoad: hot}}
+	for i := range 4 {
+		noise = append(noise, Step{Label: fmt.Sprintf("noise %d", i+1), Members: eight, QueueLoad: noisy(hot)})
+	}
 	var wandering []Step
 	for _, b := range topics[0].Brokers {
 		wandering = append(wandering, Step{Label: "on " + b.Name, Members: eight, QueueLoad: hotSpot(b.Name)})
@@ -319,6 +332,12 @@ func loadScenarios() []Scenario {
 				{Label: "hot spot", Members: eight, QueueLoad: hotSpot("broker-a")},
 				{Label: "pod-8 joins", Members: pods(9)},
 			},
+		},
+		{
+			Name:        "load-hotspot-noise",
+			Description: "Broker-a's Zipf hot spot (two queues carry a third of the load), then four steps of ±3% noise on every queue, over eight pods.",
+			Topics:      topics,
+			Steps:       noise,
 		},
 		{
 			Name:        "load-wandering",

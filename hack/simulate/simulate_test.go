@@ -163,16 +163,12 @@ func TestLoadScenarios(t *testing.T) {
 				case s.Moved == 0 && s.MovedLoad != 0:
 					t.Errorf("%s/%s/%s: load %v moved with no queue", sc.Name, r.Strategy, out.Labels[i], s.MovedLoad)
 				}
-				// On these scenarios Sticky by load meets even its aim, max((1+t)F, h), which is the bound
-				// the balancing-by-load issue asked for; indivisible queues do not always allow it.
-				if r.Strategy == o.label(allocate.Sticky) && (!s.WithinLoadBound || !s.WithinLoadAim) {
-					t.Errorf("%s/%s: Sticky by load is out of the load bound (%v) or its aim (%v): busiest %v, mean %v",
-						sc.Name, out.Labels[i], s.WithinLoadBound, s.WithinLoadAim, s.MaxMemberLoad, s.MeanMemberLoad)
-				}
 				if s.WithinLoadAim && !s.WithinLoadBound {
 					t.Errorf("%s/%s/%s: within the aim but not the looser bound", sc.Name, r.Strategy, out.Labels[i])
 				}
-				if r.Strategy != o.label(allocate.Sticky) && !s.WithinLoadBound {
+				if r.Strategy == o.label(allocate.Sticky) {
+					checkStickyLoadStep(t, sc.Name+"/"+out.Labels[i], s)
+				} else if !s.WithinLoadBound {
 					outOfBound++
 				}
 			}
@@ -180,6 +176,20 @@ func TestLoadScenarios(t *testing.T) {
 	}
 	if outOfBound == 0 {
 		t.Error("no RocketMQ strategy ever leaves the load bound: the scenarios show nothing")
+	}
+}
+
+// checkStickyLoadStep fails unless Sticky by load meets even its aim, max((1+t)F, h), which is the bound
+// the balancing-by-load issue asked for (indivisible queues do not always allow it, but these scenarios
+// do), and moves nothing on a step labelled "noise": loads that change within the tolerance.
+func checkStickyLoadStep(t *testing.T, name string, s StepResult) {
+	t.Helper()
+	if !s.WithinLoadBound || !s.WithinLoadAim {
+		t.Errorf("%s: Sticky by load is out of the load bound (%v) or its aim (%v): busiest %v, mean %v",
+			name, s.WithinLoadBound, s.WithinLoadAim, s.MaxMemberLoad, s.MeanMemberLoad)
+	}
+	if strings.Contains(name, "/noise") && s.Moved+s.SettleMoves != 0 {
+		t.Errorf("%s: Sticky by load moved %d queues (and %d settling) on noise within the tolerance", name, s.Moved, s.SettleMoves)
 	}
 }
 

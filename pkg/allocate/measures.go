@@ -126,6 +126,10 @@ type MemberLoad struct {
 	// Fair is its weighted fair share: the total load times its weight over the members' total weight
 	// (weights below 1 count as 1).
 	Fair float64
+	// Achievable is its share once every queue hotter than a share has a member to itself (AchievableLevel
+	// times its weight): at most Fair, and what the members without a hot queue can all reach. Sticky by
+	// load measures its lower tolerance against it.
+	Achievable float64
 }
 
 // Bound is the most the member may carry when Sticky balances by load with tolerance tol:
@@ -145,9 +149,15 @@ func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]Member
 	for _, m := range in.Members {
 		weights += float64(max(m.Weight, 1))
 	}
+	each := make([]float64, 0, len(loads))
+	for _, q := range in.Queues {
+		each = append(each, loads[q])
+	}
+	level := AchievableLevel(each, total, weights, len(in.Members))
 	out := make(map[string]MemberLoad, len(in.Members))
 	for _, m := range in.Members {
-		ml := MemberLoad{Fair: total * float64(max(m.Weight, 1)) / weights}
+		w := float64(max(m.Weight, 1))
+		ml := MemberLoad{Fair: total * w / weights, Achievable: level * w}
 		for _, q := range plan[m.ID] {
 			ml.Load += loads[q]
 			ml.Hottest = max(ml.Hottest, loads[q])
@@ -155,6 +165,56 @@ func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]Member
 		out[m.ID] = ml
 	}
 	return out
+}
+
+// AchievableLevel is the load per unit of weight that members can all carry once every queue hotter than
+// its share has a member to itself, by water-filling: while the hottest remaining queue carries more than
+// the remaining load's share of a member of mean weight, it takes such a member alone, and the rest is
+// shared by the others (at most members-1 queues are set aside). With no hot queue it is the total over
+// the weights. loads are the queues' loads (a queue listed twice counts twice), total their sum and
+// weights the members' total weight.
+//
+// Cost: O(Q) per pass over the loads, usually one or two passes, plus sorting the hot queues.
+func AchievableLevel(loads []float64, total, weights float64, members int) float64 {
+	if members == 0 || weights <= 0 {
+		return 0
+	}
+	mean := weights / float64(members)
+	level := total / weights
+	threshold := level * mean
+	var hot []float64
+	for range 64 {
+		hot = hot[:0]
+		for _, l := range loads {
+			if l > threshold {
+				hot = append(hot, l)
+			}
+		}
+		slices.SortFunc(hot, func(a, b float64) int { return cmp.Compare(b, a) })
+		level = waterLevel(hot, total, weights, mean, members)
+		// Every queue above level*mean was among the candidates: level is final.
+		if level*mean >= threshold {
+			break
+		}
+		threshold = level * mean
+	}
+	return level
+}
+
+// waterLevel sets aside, hottest first, the queues of hot (sorted, hottest first) that carry more than the
+// remaining share of a member of mean weight, each with one such member, and returns the remaining load
+// per unit of weight.
+func waterLevel(hot []float64, total, weights, mean float64, members int) float64 {
+	level := total / weights
+	for k, l := range hot {
+		if k == members-1 || l <= level*mean {
+			break
+		}
+		total -= l
+		weights -= mean
+		level = total / weights
+	}
+	return level
 }
 
 // WithinLoadBound reports whether every member carries at most its Bound(tol), up to rounding; loads are

@@ -269,9 +269,14 @@ func TestMemberLoadsAndBound(t *testing.T) {
 	loads := map[Queue]float64{mq(0): 8, mq(1): 4, mq(2): 2, mq(3): 2} // 16 in all, weights 2+1+1
 	plan := Plan{"a": mqs(1, 2, 3), "b": mqs(0), "c": {}}
 	got := MemberLoads(in, plan, loads)
-	want := map[string]MemberLoad{"a": {Load: 8, Hottest: 4, Fair: 8}, "b": {Load: 8, Hottest: 8, Fair: 4}, "c": {Fair: 4}}
-	if !maps.Equal(got, want) {
-		t.Fatalf("MemberLoads = %v, want %v", got, want)
+	// The queue of 8 is hotter than a member of mean weight's share (16/3): set aside with one, the other
+	// 8 over the remaining weight 8/3 is 3 per unit of weight, so a can reach 6 and b and c 3.
+	want := map[string]MemberLoad{"a": {Load: 8, Hottest: 4, Fair: 8, Achievable: 6}, "b": {Load: 8, Hottest: 8, Fair: 4, Achievable: 3}, "c": {Fair: 4, Achievable: 3}}
+	for id, w := range want {
+		g := got[id]
+		if g.Load != w.Load || g.Hottest != w.Hottest || g.Fair != w.Fair || math.Abs(g.Achievable-w.Achievable) > 1e-9 {
+			t.Fatalf("MemberLoads = %v, want %v", got, want)
+		}
 	}
 	// b carries twice its share, but only the one queue: max(1.1·4, 4+8) = 12.
 	if b := got["b"].Bound(0.1); b != 12 {
@@ -294,6 +299,32 @@ func TestMemberLoadsAndBound(t *testing.T) {
 	loads[mq(4)] = 1
 	if WithinLoadBound(MemberLoads(in, Plan{"a": mqs(0, 1, 2, 3, 4), "b": {}, "c": {}}, loads), 0.1) {
 		t.Error("WithinLoadBound: want false, a carries 17 against a bound of max(1.1·8.5, 8.5+8) = 16.5")
+	}
+}
+
+func TestAchievableLevel(t *testing.T) {
+	cases := []struct {
+		name    string
+		loads   []float64
+		members int
+		want    float64
+	}{
+		{"no hot queue", []float64{1, 2, 3, 2}, 2, 4},
+		{"one hot queue", []float64{10, 1, 1, 1, 1}, 3, 2},
+		// 40 and 20 are each above the remaining share in turn: 40 > 75/4, then 20 > 35/3.
+		{"two hot queues", []float64{40, 20, 5, 5, 5}, 4, 7.5},
+		// With two members at most one queue is set aside: the other member carries the rest.
+		{"no more than members-1", []float64{40, 20, 10}, 2, 30},
+		{"no members", []float64{1}, 0, 0},
+	}
+	for _, c := range cases {
+		total := 0.0
+		for _, l := range c.loads {
+			total += l
+		}
+		if got := AchievableLevel(c.loads, total, float64(c.members), c.members); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: AchievableLevel = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -43,7 +43,10 @@ type loadState struct {
 	qload []float64 // canonical position -> load
 	load  []float64 // member -> load held
 	fair  []float64 // member -> fair share
-	held  [][]int32 // member -> canonical positions held
+	// achievable is member -> its share once the hot queues have a member each (AchievableLevel): what
+	// the lower tolerance is measured against, since no member can take a hot queue's load off its owner.
+	achievable []float64
+	held       [][]int32 // member -> canonical positions held
 	// givers is pair's buffer, reused from one move to the next.
 	givers []int32
 }
@@ -57,6 +60,7 @@ func (st *stickyState) allocateByLoad(tol float64) {
 		ls.shed()
 		ls.place()
 		ls.rebalance()
+		ls.swap()
 	}
 	st.count = make([]int32, len(st.members))
 	for i, qs := range ls.held {
@@ -109,8 +113,11 @@ func (ls *loadState) measure() {
 	}
 	n := len(ls.members)
 	ls.fair, ls.load, ls.held = make([]float64, n), make([]float64, n), make([][]int32, n)
+	level := AchievableLevel(ls.qload, total, float64(weights), n)
+	ls.achievable = make([]float64, n)
 	for i, w := range ls.weight {
 		ls.fair[i] = total * float64(w) / float64(weights)
+		ls.achievable[i] = level * float64(w)
 	}
 	ls.owner = ls.scratch.get(4, q) // keep writes every entry
 }
@@ -157,7 +164,7 @@ func (ls *loadState) settled() bool {
 			return false
 		}
 	}
-	return !ls.fillOne(false) && !ls.relieveOne(false)
+	return !ls.fillOne(false) && !ls.relieveOne(false) && !ls.canSwap()
 }
 
 func (ls *loadState) hottest(i int) float64 {
@@ -305,7 +312,7 @@ func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, giv
 
 // fillOne finds a fill move and, when apply is set, makes it; it reports whether there was one.
 func (ls *loadState) fillOne(apply bool) bool {
-	r, donors := ls.pair(func(i int32) bool { return ls.load[i] < (1-ls.tol)*ls.fair[i] }, func(int32) bool { return true })
+	r, donors := ls.pair(func(i int32) bool { return ls.load[i] < (1-ls.tol)*ls.achievable[i] }, func(int32) bool { return true })
 	if r < 0 {
 		return false
 	}

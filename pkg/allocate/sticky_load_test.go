@@ -56,12 +56,16 @@ func TestStickyByLoadProperties(t *testing.T) {
 	tol := 0.1
 	s := mustNew(t, Sticky, Params{BalanceBy: BalanceByLoad, LoadTolerance: &tol})
 	stayed, joined := 0, 0   // rounds that checked hysteresis, and a newcomer's share
+	stayedHot := 0           // rounds that checked hysteresis on a Zipf hot spot
 	plans, missedAim := 0, 0 // plans checked, and those with a member above max((1+t)F_i, h_i)
 	check := func(in Input, plan Plan) {
 		checkEveryQueueOwnedOnce(t, in, plan)
 		plans++
 		if !checkLoadBound(t, in, plan, tol) {
 			missedAim++
+			if id, ok := exchangeMeetsAim(in, plan, tol); ok {
+				t.Fatalf("a plan misses the aim where one exchange of %s's would meet it", id)
+			}
 		}
 	}
 	for round := range 300 {
@@ -103,6 +107,9 @@ func TestStickyByLoadProperties(t *testing.T) {
 		check(drifted, next)
 		if withinTolerance(drifted, first, tol) {
 			stayed++
+			if round%3 == 0 {
+				stayedHot++
+			}
 			if Moved(first, next) != 0 {
 				t.Fatalf("%s: loads drifted within the tolerance, yet %d queues moved", name, Moved(first, next))
 			}
@@ -125,23 +132,91 @@ func TestStickyByLoadProperties(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("hysteresis checked in %d rounds, a newcomer's share in %d; %d of %d plans above max((1+t)F, h) for some member", stayed, joined, missedAim, plans)
-	// The aim cannot always be met (three equal queues over two members), but it is met nearly always (9
-	// of these 900 plans miss it): a change that misses it more often is a regression even while the
-	// guarantee holds.
-	if missedAim*50 > plans {
-		t.Errorf("%d of %d plans put a member above max((1+t)F, h): more than 2%%", missedAim, plans)
+	t.Logf("hysteresis checked in %d rounds (%d with a hot spot), a newcomer's share in %d; %d of %d plans above max((1+t)F, h) for some member, none of which one exchange would bring within", stayed, stayedHot, joined, missedAim, plans)
+	// The aim cannot always be met (three equal queues over two members), but it is met nearly always (1
+	// of these 900 plans misses it, and no single exchange or move would meet it there): a change that
+	// misses it more often is a regression even while the guarantee holds.
+	if missedAim*100 > plans {
+		t.Errorf("%d of %d plans put a member above max((1+t)F, h): more than 1%%", missedAim, plans)
 	}
-	if stayed < 20 || joined < 20 {
+	if stayed < 20 || joined < 20 || stayedHot < 10 {
 		t.Errorf("too few rounds checked hysteresis (%d) or a newcomer's share (%d) to mean anything", stayed, joined)
 	}
 }
 
-// withinTolerance reports whether every member carries from (1-t) times its share up to (1+t) times it,
-// or no more than its hottest queue.
+// exchangeMeetsAim reports whether exchanging one queue of a member for one of another member, or handing
+// one queue to another member, would put every member within its aim, and names a member whose queue
+// would go; brute force over every pair of members and queues.
+func exchangeMeetsAim(in Input, plan Plan, tol float64) (string, bool) {
+	loads := QueueLoads(in)
+	members := MemberLoads(in, plan, loads)
+	over := map[string]bool{}
+	for id, ml := range members {
+		if ml.Load > ml.Aim(tol)*(1+1e-9) {
+			over[id] = true
+		}
+	}
+	for _, d := range in.Members {
+		for _, e := range in.Members {
+			// Only d and e change: every member above its aim must be one of them.
+			if d.ID == e.ID || len(over) > 2 || len(over) == 2 && !(over[d.ID] && over[e.ID]) || !over[d.ID] && !over[e.ID] {
+				continue
+			}
+			if pairMeetsAim(plan[d.ID], plan[e.ID], loads, members[d.ID], members[e.ID], tol) {
+				return d.ID, true
+			}
+		}
+	}
+	return "", false
+}
+
+// pairMeetsAim reports whether handing one of dq to e, with or without one of eq in exchange, puts both
+// members within their aims.
+func pairMeetsAim(dq, eq []Queue, loads map[Queue]float64, dm, em MemberLoad, tol float64) bool {
+	within := func(ml MemberLoad, qs []Queue) bool {
+		ml.Load, ml.Hottest = 0, 0
+		for _, q := range qs {
+			ml.Load += loads[q]
+			ml.Hottest = max(ml.Hottest, loads[q])
+		}
+		return ml.Load <= ml.Aim(tol)*(1+1e-9)
+	}
+	for a, p := range dq {
+		rest := slices.Delete(slices.Clone(dq), a, a+1)
+		if within(dm, rest) && within(em, append(slices.Clone(eq), p)) {
+			return true
+		}
+		for b, r := range eq {
+			gets := append(slices.Delete(slices.Clone(eq), b, b+1), p)
+			if within(dm, append(slices.Clone(rest), r)) && within(em, gets) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestExchangeMeetsAim checks the brute force the property test trusts on two hand-worked plans.
+func TestExchangeMeetsAim(t *testing.T) {
+	q := func(id int32) Queue { return Queue{"T", "b", id} }
+	in := Input{Queues: []Queue{q(0), q(1), q(2)}, Members: []Member{{ID: "a"}, {ID: "b"}},
+		QueueLoad: map[Queue]float64{q(0): 1, q(1): 1, q(2): 1}}
+	// Three equal queues over two members: one carries two, 1.33 times its share, whatever moves.
+	if _, ok := exchangeMeetsAim(in, Plan{"a": {q(0), q(1)}, "b": {q(2)}}, 0.1); ok {
+		t.Error("three equal queues: an exchange cannot meet the aim, yet one was found")
+	}
+	// Loads 6, 3, 3 held {6, 3} and {3}: 9 against a share of 6; handing the 3 over meets it.
+	in.QueueLoad = map[Queue]float64{q(0): 6, q(1): 3, q(2): 3}
+	if id, ok := exchangeMeetsAim(in, Plan{"a": {q(0), q(1)}, "b": {q(2)}}, 0.1); !ok || id != "a" {
+		t.Errorf("loads 6,3,3: got %q, %v, want a's queue to go", id, ok)
+	}
+}
+
+// withinTolerance reports whether every member carries from (1-t) times its achievable share (the share
+// left once hot queues have a member each) up to (1+t) times its share, or no more than its hottest queue.
 func withinTolerance(in Input, plan Plan, tol float64) bool {
 	for _, ml := range MemberLoads(in, plan, QueueLoads(in)) {
-		if ml.Load < (1-tol)*ml.Fair || ml.Load > ml.Aim(tol) {
+		if ml.Load < (1-tol)*ml.Achievable || ml.Load > ml.Aim(tol) {
 			return false
 		}
 	}
