@@ -412,6 +412,7 @@ type QueueReference struct {
 
 // StickyParameters are Sticky's parameters.
 // +kubebuilder:validation:XValidation:rule="!(has(self.maxSkew) && self.maxSkew > 0 && has(self.balanceBy) && self.balanceBy == 'Load')",message="spec.strategy.sticky.maxSkew applies to balanceBy Queues only: with balanceBy Load a queue stays in its broker's zone while that zone's members stay within the load tolerance"
+// +kubebuilder:validation:XValidation:rule="!(has(self.zoneRepairMoves) && self.zoneRepairMoves > 0 && ((has(self.maxSkew) && self.maxSkew > 0) || (has(self.balanceBy) && self.balanceBy == 'Load')))",message="spec.strategy.sticky.zoneRepairMoves applies to balanceBy Queues with maxSkew 0 only: set it to 0 or leave it out"
 type StickyParameters struct {
 	// maxSkew lets a member hold up to maxSkew queues more than its fair share when that keeps a queue in
 	// its broker's zone. 0 keeps strict balance.
@@ -420,6 +421,15 @@ type StickyParameters struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1024
 	MaxSkew *int32 `json:"maxSkew,omitempty"`
+
+	// zoneRepairMoves is the most queues one rebalance moves beyond those balance forces, to bring the
+	// queues read outside their broker's zone down to the fewest a balanced plan allows; 0 moves none.
+	// Queues that move anyway go to their broker's zone whatever it is. Unset means 8. It applies with
+	// balanceBy Queues and maxSkew 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
+	ZoneRepairMoves *int32 `json:"zoneRepairMoves,omitempty"`
 
 	// balanceBy is what Sticky balances: Queues, the number of queues each member reads (weighted), or
 	// Load, the load members report per queue through their Leases (docs/protocol.md, load reports). A

@@ -45,6 +45,7 @@ func (s *Strategy) Params(strict bool) allocate.Params {
 		if st.MaxSkew != nil {
 			p.MaxSkew = *st.MaxSkew
 		}
+		p.ZoneRepairMoves = st.ZoneRepairMoves
 		p.BalanceBy = string(st.BalanceBy)
 		if st.LoadTolerancePercent != nil {
 			p.LoadTolerance = ptr.To(float64(*st.LoadTolerancePercent) / 100)

@@ -34,6 +34,13 @@ func TestParams(t *testing.T) {
 	if !p.Strict || p.MaxSkew != 2 || p.BalanceBy != allocate.BalanceByLoad || p.LoadTolerance == nil || *p.LoadTolerance != 0.25 {
 		t.Errorf("Params(true) = %+v: want strict, maxSkew 2, by load, tolerance 0.25", p)
 	}
+	repair := Strategy{Type: Sticky, Sticky: &StickyParameters{ZoneRepairMoves: ptr.To[int32](3)}}
+	if got := repair.Params(false); got.ZoneRepairMoves == nil || *got.ZoneRepairMoves != 3 {
+		t.Errorf("zoneRepairMoves 3: Params().ZoneRepairMoves = %v, want 3", got.ZoneRepairMoves)
+	}
+	if got := (&Strategy{Type: Sticky, Sticky: &StickyParameters{}}).Params(false); got.ZoneRepairMoves != nil {
+		t.Errorf("zoneRepairMoves unset: Params().ZoneRepairMoves = %v, want nil (the strategy's default)", *got.ZoneRepairMoves)
+	}
 	if got := (&Strategy{Type: MachineRoomNearby}).Params(false); got.Inner != allocate.Averagely {
 		t.Errorf("MachineRoomNearby without parameters: inner %q, want Averagely", got.Inner)
 	}

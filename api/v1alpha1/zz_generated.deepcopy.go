@@ -493,6 +493,11 @@ func (in *StickyParameters) DeepCopyInto(out *StickyParameters) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ZoneRepairMoves != nil {
+		in, out := &in.ZoneRepairMoves, &out.ZoneRepairMoves
+		*out = new(int32)
+		**out = **in
+	}
 	if in.LoadTolerancePercent != nil {
 		in, out := &in.LoadTolerancePercent, &out.LoadTolerancePercent
 		*out = new(int32)
