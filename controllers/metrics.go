@@ -33,6 +33,8 @@ var (
 	fencedTotal      = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
 	imbalanceGauge   = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
 	crossZoneGauge   = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
+	minCrossZone     = groupGauge("consumergroup_min_cross_zone_queues",
+		"The fewest queues any balanced plan of the current members gives to a member in another zone than their broker's (both known).")
 	bytesGauge       = groupGauge("consumergroup_assignment_bytes", "Size of the entries of the assignment ConfigMaps, as last written by this replica.")
 	conditionGauge   = groupGauge("consumergroup_status_condition", "1 for each condition's current status, 0 for the others.", "type", "status")
 	recommendedGauge = groupGauge("consumergroup_recommended_members",
@@ -45,7 +47,7 @@ var (
 		DeletePartialMatch(prometheus.Labels) int
 	}{
 		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, movedLoadTotal, handoffSeconds,
-		fencedTotal, imbalanceGauge, crossZoneGauge, bytesGauge, conditionGauge, recommendedGauge, loadGauge,
+		fencedTotal, imbalanceGauge, crossZoneGauge, minCrossZone, bytesGauge, conditionGauge, recommendedGauge, loadGauge,
 	}
 )
 
@@ -98,6 +100,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 	unownedGauge.With(l).Set(float64(status.UnownedQueues))
 	imbalanceGauge.With(l).Set(imbalance(d.members, plan, owned))
 	crossZoneGauge.With(l).Set(float64(crossZone(group, d.members, plan)))
+	minCrossZone.With(l).Set(float64(leastCrossZone(group, d.members)))
 	if len(d.writes) > 0 {
 		size := 0
 		for _, part := range d.writes {
@@ -234,6 +237,24 @@ func crossZone(group *v1alpha1.ConsumerGroup, members []member, plan allocate.Pl
 		}
 	}
 	return n
+}
+
+// leastCrossZone is the fewest queues any balanced plan of members gives to a member in another zone than
+// their broker's, counted as crossZone counts them (allocate.MinCrossZoneKnown).
+func leastCrossZone(group *v1alpha1.ConsumerGroup, members []member) int {
+	in := allocate.Input{BrokerZones: map[string]string{}}
+	for _, t := range group.Spec.Topics {
+		for _, b := range t.Brokers {
+			in.BrokerZones[b.Name] = b.Zone
+			for id := range b.Queues {
+				in.Queues = append(in.Queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
+			}
+		}
+	}
+	for _, m := range members {
+		in.Members = append(in.Members, m.Member)
+	}
+	return allocate.MinCrossZoneKnown(in)
 }
 
 // imbalance is the busiest member's queues per unit of weight over the mean per unit of weight.

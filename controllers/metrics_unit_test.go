@@ -50,3 +50,21 @@ func TestImbalanceWeighsMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestLeastCrossZoneCountsOnlyKnownZones(t *testing.T) {
+	group := testenv.Group("ns", "g").Topic("t", testenv.Broker("a", 4, "zone-a"), testenv.Broker("b", 4, "zone-b"), testenv.Broker("c", 4, "")).Obj()
+	zoneC := []member{
+		{Member: allocate.Member{ID: "m-a", Zone: "zone-a"}},
+		{Member: allocate.Member{ID: "m-c1", Zone: "zone-c"}},
+		{Member: allocate.Member{ID: "m-c2", Zone: "zone-c"}},
+	}
+	// 4 queues each: m-a reads broker a's, and broker b's 4 go to zone-c, which has no broker.
+	if got := leastCrossZone(group, zoneC); got != 4 {
+		t.Errorf("leastCrossZone with zone-c members = %d, want 4", got)
+	}
+	// A member of no zone counts nothing: broker b's queues go to it.
+	zoneC[2].Zone = ""
+	if got := leastCrossZone(group, zoneC); got != 0 {
+		t.Errorf("leastCrossZone with a member of no zone = %d, want 0", got)
+	}
+}

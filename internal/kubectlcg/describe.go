@@ -27,6 +27,11 @@ type Description struct {
 	Paused     bool   `json:"paused"`
 	Generation int64  `json:"generation"`
 	Unowned    int32  `json:"unownedQueues"`
+	// CrossZone counts the published queues read outside their broker's zone (allocate.CrossZone), and
+	// MinCrossZone the fewest any balanced plan of the current members allows (allocate.MinCrossZone);
+	// both absent when no broker has a zone.
+	CrossZone    *int `json:"crossZone,omitempty"`
+	MinCrossZone *int `json:"minCrossZone,omitempty"`
 	// Conditions are the group's status conditions.
 	Conditions []metav1.Condition `json:"conditions"`
 	// Members are the pods the published assignment names, and the members that have no entry yet.
@@ -115,7 +120,32 @@ func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time)
 		d.Pending = append(d.Pending, PendingHandoff{Pod: r.Pod, Generation: r.Generation, Queues: q})
 	}
 	d.Fenced = pv.Fenced
+	d.CrossZone, d.MinCrossZone = crossZones(pv)
 	return d
+}
+
+// crossZones counts the published queues read outside their broker's zone and the fewest a balanced plan
+// allows; nil when no broker has a zone, where the count says nothing.
+func crossZones(pv *controllers.Preview) (current, least *int) {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(pv.BrokerZones)), func(z string) bool { return z != "" }) {
+		return nil, nil
+	}
+	in := allocate.Input{Queues: pv.Queues, BrokerZones: pv.BrokerZones}
+	plan := allocate.Plan{}
+	byPod := map[string]string{}
+	for _, m := range pv.Members {
+		in.Members = append(in.Members, m.Member)
+		byPod[m.Pod] = m.ID
+	}
+	for pod, qs := range pv.Current {
+		id, ok := byPod[pod]
+		if !ok {
+			id = "pod " + pod // not a member: its queues count as read from no zone
+		}
+		plan[id] = qs
+	}
+	c, m := allocate.CrossZone(in, plan), allocate.MinCrossZone(in)
+	return &c, &m
 }
 
 func (d Description) table(w io.Writer) error {
@@ -124,7 +154,11 @@ func (d Description) table(w io.Writer) error {
 	if d.Paused {
 		state = " (paused)"
 	}
-	tw.printf("ConsumerGroup %s/%s: strategy %s, generation %d%s, %d queues unowned\n\n", d.Namespace, d.Group, d.Strategy, d.Generation, state, d.Unowned)
+	zones := ""
+	if d.CrossZone != nil && d.MinCrossZone != nil {
+		zones = fmt.Sprintf(", %d read outside their broker's zone (fewest balance allows: %d)", *d.CrossZone, *d.MinCrossZone)
+	}
+	tw.printf("ConsumerGroup %s/%s: strategy %s, generation %d%s, %d queues unowned%s\n\n", d.Namespace, d.Group, d.Strategy, d.Generation, state, d.Unowned, zones)
 	tw.printf("POD\tID\tZONE\tWEIGHT\tCOUNT\tQUEUES\tACKED\tLEASE AGE\tLOAD\n")
 	for _, m := range d.Members {
 		tw.printf("%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.Pod, dash(m.ID), dash(m.Zone), dash(weight(m.Weight)), m.Count, m.Queues,

@@ -42,6 +42,9 @@ type Plan struct {
 	MaxLoad   int  `json:"maxLoad"`
 	Zoned     bool `json:"zoned"`
 	CrossZone int  `json:"crossZone"`
+	// MinCrossZone is the fewest queues any balanced plan reads outside their broker's zone
+	// (allocate.MinCrossZone).
+	MinCrossZone int `json:"minCrossZone"`
 }
 
 // Move is one queue that changes reader; From or To is empty for a queue nobody reads now, or then.
@@ -271,7 +274,8 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 	// A queue whose broker has no zone counts as outside it; without any zone, the count says nothing.
 	for _, z := range pv.BrokerZones {
 		if z != "" {
-			p.CrossZone = allocate.CrossZone(allocate.Input{Queues: pv.Queues, Members: members, BrokerZones: pv.BrokerZones}, plan)
+			in := allocate.Input{Queues: pv.Queues, Members: members, BrokerZones: pv.BrokerZones}
+			p.CrossZone, p.MinCrossZone = allocate.CrossZone(in, plan), allocate.MinCrossZone(in)
 			p.Zoned = true
 			break
 		}
@@ -287,7 +291,7 @@ func (p Plan) table(w io.Writer) error {
 	}
 	zones := ""
 	if p.Zoned {
-		zones = fmt.Sprintf("; %d queues read outside their broker's zone", p.CrossZone)
+		zones = fmt.Sprintf("; %d queues read outside their broker's zone (fewest balance allows: %d)", p.CrossZone, p.MinCrossZone)
 	}
 	tw.printf("ConsumerGroup %s/%s (%s): %d of %d queues move; %d members read %d to %d queues each%s\n\n",
 		p.Namespace, p.Group, p.Change, p.Moved, p.Queues, len(p.Members), p.MinLoad, p.MaxLoad, zones)
