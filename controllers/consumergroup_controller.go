@@ -8,6 +8,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ type ConsumerGroupReconciler struct {
 	// MaxClockSkew is how far the clocks of member pods and of the operator may differ;
 	// protocol.DefaultMaxClockSkew when zero.
 	MaxClockSkew time.Duration
+	// NameServerDial opens connections to name servers (spec.nameServer); a net.Dialer's when nil.
+	NameServerDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NameServerTimeout bounds each request to a name server; nameserver.DefaultTimeout when zero.
+	NameServerTimeout time.Duration
 
 	// strategies keeps each group's strategy between passes so that it can reuse work.
 	strategies strategyCache
@@ -44,6 +49,8 @@ type ConsumerGroupReconciler struct {
 	sightings leaseSightings
 	// quickRetries counts the passes in a row that met a newer object.
 	quickRetries retryCounts
+	// routes reads the routes of the groups' discovered topics from their name servers (routes.go).
+	routes routeBook
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -75,13 +82,19 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	now := r.Clock.Now()
-	obs, err := r.observe(ctx, &group, now)
+	routes := r.routes.pass(&group, now)
+	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
+		return r.retry(ctx, req.NamespacedName, "routes", err)
+	}
+	// The plan's group: the spec's topics, the discovered ones with the routes in force.
+	planned := plannedGroup(&group, group.Status.Routes)
+	obs, err := r.observe(ctx, planned, now)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
-	strategy, prob := r.strategies.get(&group)
+	strategy, prob := r.strategies.get(planned)
 	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
-	d := decide(&group, obs, env)
+	d := decide(planned, obs, env)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
@@ -103,9 +116,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
-	r.metrics.record(&group, oldStatus, &group.Status, obs, d, now)
-	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
-	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
+	r.metrics.record(planned, oldStatus, &group.Status, obs, d, now)
+	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not; so
+	// does the next read of the routes.
+	requeue := d.requeueAfter
+	if routes.requeueAfter > 0 && (requeue == 0 || routes.requeueAfter < requeue) {
+		requeue = routes.requeueAfter
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // recordStatus writes the status of decision d. A conflict is most often the cache not yet holding the
@@ -187,6 +205,7 @@ func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.metrics.forget(group)
 	r.sightings.forget(group)
 	r.quickRetries.reset(group)
+	r.routes.forget(group)
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

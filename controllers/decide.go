@@ -547,7 +547,9 @@ func (p *decider) handOff() *problem {
 	}
 	pub := p.obs.published
 	p.d.generation, p.d.rebalancedAt = pub.Generation, pub.RebalancedAt
-	if !p.trusted || !pub.Exists || !p.sameAsPublished() {
+	// Entries that list queues the spec no longer has (a topic dropped, a broker turned read-only) are
+	// published again without them, even where the plan gives each member the same queues of the spec.
+	if !p.trusted || !pub.Exists || pub.Outside > 0 || !p.sameAsPublished() {
 		p.d.generation, p.d.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
 		if p.d.tampered.lostPublished() {
 			p.d.generation = p.floor + recoveryStep

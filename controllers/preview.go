@@ -55,6 +55,8 @@ type PreviewMember struct {
 // now. The preview of a paused group is the plan it would publish once resumed.
 func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.ConsumerGroup, now time.Time) (*Preview, error) {
 	r := &ConsumerGroupReconciler{Client: c, APIReader: c}
+	// Discovered topics as the operator last recorded their routes.
+	group = plannedGroup(group, group.Status.Routes)
 	obs, err := r.observe(ctx, group, now)
 	if err != nil {
 		return nil, err

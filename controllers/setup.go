@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -52,8 +53,8 @@ func selectorIndexValues(o client.Object) []string {
 
 // SetupWithManager registers the reconciler and its watches: groups (spec changes), the ConfigMaps they
 // own (restored when edited or deleted), pods (mapped to the groups whose selector matches them), member
-// Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
-// members on that node).
+// Leases (acknowledgements, claims, takeovers), nodes (a zone label change re-plans the groups with
+// members on that node) and the reads of the groups' routes from their name servers.
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
 		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
@@ -66,6 +67,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
 		return err
 	}
+	r.routes.init(ctx, r.readRoutes)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("consumergroup").
 		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -80,6 +82,8 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&coordinationv1.Lease{}, r.renewalSeen()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
+		// A finished read of a group's routes (routes.go).
+		WatchesRawSource(source.Channel(r.routes.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -114,14 +114,15 @@ func newNamespace(t *testing.T) string {
 // testClockSkew is the clock skew the tests' operator and members allow for: one API server, one clock.
 const testClockSkew = 500 * time.Millisecond
 
-// startManager runs the operator scoped to namespace until the test ends or stop is called.
-func startManager(t testing.TB, namespace string) (stop func()) {
+// startManager runs the operator scoped to namespace until the test ends or stop is called; configure, if
+// any, adjusts its reconciler.
+func startManager(t testing.TB, namespace string, configure ...func(*ConsumerGroupReconciler)) (stop func()) {
 	t.Helper()
-	return startManagerAs(t, namespace, restConfig)
+	return startManagerAs(t, namespace, restConfig, configure...)
 }
 
 // startManagerAs runs the operator with the credentials of cfg.
-func startManagerAs(t testing.TB, namespace string, cfg *rest.Config) (stop func()) {
+func startManagerAs(t testing.TB, namespace string, cfg *rest.Config, configure ...func(*ConsumerGroupReconciler)) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testScheme,
@@ -139,6 +140,9 @@ func startManagerAs(t testing.TB, namespace string, cfg *rest.Config) (stop func
 		Recorder:     mgr.GetEventRecorder("consumergroup-operator"),
 		Clock:        clock.RealClock{},
 		MaxClockSkew: testClockSkew,
+	}
+	for _, c := range configure {
+		c(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	must(t, r.SetupWithManager(ctx, mgr))

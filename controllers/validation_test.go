@@ -31,7 +31,22 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		}, "spec.topics[0].brokers[1]: Duplicate value"},
 		{"negative queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = -1 }, "spec.topics[0].brokers[0].queues"},
 		{"too many queues", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers[0].Queues = 70000 }, "spec.topics[0].brokers[0].queues"},
-		{"topic without brokers", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers = nil }, "spec.topics[0].brokers"},
+		{"topic without brokers", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers = nil }, "spec.topics[].brokers: a topic without brokers is discovered from spec.nameServer, which is not set"},
+		{"name server without address", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{}
+		}, "spec.nameServer: set exactly one of addresses or service"},
+		{"name server with addresses and a service", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"10.0.0.1:9876"}, Service: &v1alpha1.NameServerService{Name: "n"}}
+		}, "spec.nameServer: set exactly one of addresses or service"},
+		{"name server address without port", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"namesrv"}}
+		}, "spec.nameServer.addresses[0]"},
+		{"refresh interval 0", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:9876"}, RefreshIntervalSeconds: ptr.To[int32](0)}
+		}, "spec.nameServer.refreshIntervalSeconds"},
+		{"unknown retry topic mode", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:9876"}, RetryTopic: "Maybe"}
+		}, "spec.nameServer.retryTopic"},
 		{"unknown strategy", func(g *v1alpha1.ConsumerGroup) { g.Spec.Strategy.Type = "Random" }, "spec.strategy.type"},
 		{"parameters of another type", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.Strategy.ConsistentHash = &v1alpha1.ConsistentHashParameters{VirtualNodes: ptr.To[int32](5)}

@@ -49,7 +49,7 @@ type InnerStrategyType string
 // ConsumerGroupSpec is the desired state of a ConsumerGroup.
 // +kubebuilder:validation:XValidation:rule="has(self.selector.matchLabels) || has(self.selector.matchExpressions)",message="spec.selector: set matchLabels or matchExpressions; an empty selector would select every pod in the namespace"
 // +kubebuilder:validation:XValidation:rule="self.messageModel != 'Broadcasting' || self.strategy.type != 'ByConfig'",message="spec.strategy.type: ByConfig cannot be used with messageModel Broadcasting"
-// +kubebuilder:validation:XValidation:rule="!has(self.topics) || has(self.nameServer) || self.topics.all(t, has(t.brokers))",message="spec.topics[].brokers: a topic without brokers is discovered from spec.nameServer, which is not set"
+// +kubebuilder:validation:XValidation:rule="!has(self.topics) || has(self.nameServer) || self.topics.all(t, has(t.brokers))",message="spec.topics[].brokers: a topic without brokers is discovered from spec.nameServer, which is not set; list its brokers or set spec.nameServer"
 type ConsumerGroupSpec struct {
 	// selector selects the member pods, in the group's namespace. A pod is a member while it is Running,
 	// Ready and not being deleted.

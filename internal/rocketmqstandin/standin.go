@@ -53,7 +53,15 @@ type NameServer struct {
 	mode     Mode
 	handler  Handler
 	requests map[string]int
+	last     nameserver.Command
 	conns    map[net.Conn]bool
+}
+
+// LastRequest is the last route request the stand-in received.
+func (n *NameServer) LastRequest() nameserver.Command {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.last
 }
 
 // Start runs a stand-in on a loopback port until the test ends.
@@ -170,6 +178,7 @@ func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, ok
 	known := false
 	if req.Code == nameserver.CodeGetRouteByTopic {
 		n.requests[req.ExtFields["topic"]]++
+		n.last = req
 		brokers, known = n.routes[req.ExtFields["topic"]]
 	}
 	n.mu.Unlock()
