@@ -123,7 +123,11 @@ func writeMarkdown(w io.Writer, sc Scenario, out Output) error {
 			if !s.Balanced {
 				mark = " ✗"
 			}
-			fmt.Fprintf(&b, " %d / %d (%d–%d%s, %d cross) |", s.Moved, s.LowerBound, s.MinLoad, s.MaxLoad, mark, s.CrossZone)
+			settled := ""
+			if s.SettleMoves > 0 {
+				settled = fmt.Sprintf(", +%d settling to %d", s.SettleMoves, s.SettledCrossZone)
+			}
+			fmt.Fprintf(&b, " %d / %d (%d–%d%s, %d cross of min %d%s) |", s.Moved, s.LowerBound, s.MinLoad, s.MaxLoad, mark, s.CrossZone, s.MinCrossZone, settled)
 		}
 		fmt.Fprintln(&b)
 	}

@@ -44,7 +44,7 @@ type sticky struct {
 
 // stickyScratch holds the reusable Q-sized arrays of one call.
 type stickyScratch struct {
-	bufs [6][]int32
+	bufs [7][]int32
 	// qload is balancing by load's per-queue load.
 	qload []float64
 }

@@ -341,14 +341,8 @@ func (zr *zoneRepair) apply(c zoneChain) bool {
 	}
 	for j, u := range c.nodes {
 		v := c.nodes[(j+1)%l]
-		if v == 0 && u != 0 {
-			if who[j] = zr.gainer(zr.class(u)); who[j] < 0 {
-				return false
-			}
-			continue
-		}
-		if u == 0 {
-			continue // picked last, so that it is not the queue a pass-through member hands on
+		if u == 0 || v == 0 {
+			continue // S's queue is picked after the others, the member that takes one more last
 		}
 		e := zr.edges(u, v)[c.kinds[j]]
 		if queue[j] = zr.pick(zr.class(u), e.b, c.kinds[j], false, queue); queue[j] < 0 {
@@ -358,12 +352,20 @@ func (zr *zoneRepair) apply(c zoneChain) bool {
 	}
 	if c.nodes[0] == 0 {
 		e := zr.edges(0, c.nodes[1])[c.kinds[0]]
-		if first := who[1]; e.from == st.memberClassOf(first, zr.nc) && st.count[first] > st.floor[first] {
+		if first := who[1]; l > 2 && e.from == st.memberClassOf(first, zr.nc) && st.count[first] > st.floor[first] {
 			who[0] = first // the member that hands the queue on may give up one itself
 		} else if queue[0] = zr.pick(e.from, e.b, c.kinds[0], true, queue); queue[0] < 0 {
 			return false
 		} else {
 			who[0] = st.owner[queue[0]]
+		}
+	}
+	if c.nodes[0] == 0 {
+		// The member that takes one more: the previous owner of the queue it takes, when it can, so that
+		// the queue goes home and the move is undone.
+		last := int32(l - 1)
+		if who[last] = zr.gainer(zr.class(c.nodes[last]), queue[last-1]); who[last] < 0 {
+			return false
 		}
 	}
 	cross, moves := 0, 0
@@ -394,8 +396,14 @@ func (zr *zoneRepair) moved(p, m int32) int {
 	return 0
 }
 
-// gainer is the first member of class c below its ceiling, or -1.
-func (zr *zoneRepair) gainer(c int32) int32 {
+// gainer is a member of class c below its ceiling: the previous owner of queue p if it is one, else the
+// first in member order; -1 when there is none.
+func (zr *zoneRepair) gainer(c, p int32) int32 {
+	if p >= 0 {
+		if pr := zr.st.prev[p]; pr >= 0 && zr.memberClass(pr) == c && zr.st.count[pr] < zr.st.ceil[pr] {
+			return pr
+		}
+	}
 	for i := range int32(len(zr.st.members)) {
 		if zr.memberClass(i) == c && zr.st.count[i] < zr.st.ceil[i] {
 			return i
@@ -424,13 +432,28 @@ func (zr *zoneRepair) pick(c, b, kind int32, needLose bool, exclude []int32) int
 	return -1
 }
 
-// classPositions lists the positions of broker class b's queues in canonical order, built on first use.
+// classPositions lists the positions of broker class b's queues in canonical order. On first use it
+// buckets every position by class into one scratch array (a counting sort), so a replan allocates
+// nothing for it.
 func (zr *zoneRepair) classPositions(b int32) []int32 {
 	if zr.byClass == nil {
-		zr.byClass = make([][]int32, zr.nc)
+		off := make([]int32, zr.nc+1)
+		for p := range int32(len(zr.st.order)) {
+			off[zr.queueClass(p)+1]++
+		}
+		for c := range zr.nc {
+			off[c+1] += off[c]
+		}
+		all := zr.st.scratch.get(6, len(zr.st.order))
+		fill := slices.Clone(off[:zr.nc])
 		for p := range int32(len(zr.st.order)) {
 			c := zr.queueClass(p)
-			zr.byClass[c] = append(zr.byClass[c], p)
+			all[fill[c]] = p
+			fill[c]++
+		}
+		zr.byClass = make([][]int32, zr.nc)
+		for c := range zr.nc {
+			zr.byClass[c] = all[off[c]:off[c+1]]
 		}
 	}
 	return zr.byClass[b]
