@@ -52,8 +52,10 @@ type Options struct {
 	// Topics are the subscribed topics whose queues the ConsumerGroup assigns. A generation is acknowledged
 	// only once every one of them has been allocated at it and applied.
 	Topics []string
-	// Fallback allocates the queues of topics not in Topics, such as the consumer group's retry topic
-	// (%RETRY%group), which the operator does not assign. Default: consumer.AllocateByAveragely.
+	// Fallback allocates the queues of topics not in Topics. A ConsumerGroup with spec.nameServer assigns
+	// the consumer group's retry topic (%RETRY%group): list it in Topics, and nothing is left to the
+	// fallback; a group with static topics does not, and its retry topic falls back. Default:
+	// consumer.AllocateByAveragely.
 	Fallback consumer.AllocateStrategy
 	// RetryInterval is how long Run waits before starting another round when a round could not
 	// acknowledge (a topic was not allocated, or the generation changed during the round). Default 200 ms.
