@@ -58,6 +58,8 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	maxClockSkew := fs.Duration("max-clock-skew", protocol.DefaultMaxClockSkew, "how far this pod's clock may differ from the operator's and other pods'; the same value as the operator's --max-clock-skew")
 	autoAck := fs.Bool("auto-ack", false, "acknowledge each assignment as soon as it is read, for consumers that never call /v1/ack")
 	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")
+	contactTimeout := fs.Duration("contact-timeout", protocol.DefaultContactTimeout, "how long the consumer may read without the agent confirming that its view of the assignment is current; the agent confirms four times per timeout with a metadata read; negative turns this off, and the consumer then stops only when the Lease cannot be renewed")
+	stopTimeout := fs.Duration("stop-timeout", protocol.DefaultStopTimeout, "how long the consumer takes, at most, to stop reading a queue once the agent serves an assignment without it; with -contact-timeout it bounds how soon the operator may hand a cut-off pod's queues on")
 	maxPoll := fs.Duration("max-poll-timeout", 5*time.Minute, "longest timeout a long-poll may ask for")
 	drainTimeout := fs.Duration("drain-timeout", 10*time.Minute, "longest a drain waits; also its timeout when the request gives none")
 	printVersion := fs.Bool("version", false, "print the version, commit, build date and Go version, and exit")
@@ -77,6 +79,7 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	cfg.LeaseDuration, cfg.MaxClockSkew, cfg.AutoAck, cfg.DrainAckTimeout = *leaseDuration, *maxClockSkew, *autoAck, *drainAckTimeout
+	cfg.ContactTimeout, cfg.StopTimeout = *contactTimeout, *stopTimeout
 
 	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {

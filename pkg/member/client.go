@@ -77,6 +77,8 @@ type Client struct {
 	cfg    Config
 	view   *assignmentView
 	keeper *leaseKeeper
+	// contact fences the member when it cannot confirm its view; nil without contact fencing.
+	contact *contactFence
 
 	running atomic.Bool
 	// updates holds the newest undelivered assignment: a slow reader skips to the latest.
@@ -137,6 +139,9 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 	c.inForceSince = cfg.Clock.Now()
 	c.view = newAssignmentView(cs, cfg, c.evaluate)
 	c.keeper = newLeaseKeeper(cs, cfg, c.leaseState, c.leaseWritten, c.adopt, c.evaluate)
+	if cfg.contactFencing() {
+		c.contact = newContactFence(cfg, c.view.confirm, c.evaluate)
+	}
 	return c, nil
 }
 
@@ -167,6 +172,9 @@ func (c *Client) Run(ctx context.Context) error {
 			logger.V(1).Info("Read assignment ConfigMap", "configMap", protocol.AssignmentName(c.cfg.Group))
 		case <-ctx.Done():
 			return
+		}
+		if c.contact != nil {
+			wg.Go(func() { c.contact.run(ctx) })
 		}
 		c.keeper.run(ctx, c.view.checkCurrent)
 	})
@@ -247,7 +255,11 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 // evaluate recomputes the assignment in force and delivers it if it changed.
 func (c *Client) evaluate() {
 	synced, view := c.view.current()
-	fresh, leaseReason := c.keeper.status(c.cfg.Clock.Now())
+	now := c.cfg.Clock.Now()
+	fresh, leaseReason := c.keeper.status(now)
+	if c.contact != nil && fresh {
+		fresh, leaseReason = c.contact.status(now)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {

@@ -51,6 +51,15 @@ type Config struct {
 	// DrainAckTimeout is how long Drain waits for the application to acknowledge the release of its
 	// queues before acknowledging it itself; DefaultDrainAckTimeout when zero.
 	DrainAckTimeout time.Duration
+	// ContactTimeout is how long the member lets its application read without confirming that its view
+	// of the assignment is current (contact fencing, protocol.ContactInterval); protocol.
+	// DefaultContactTimeout when zero; negative turns contact fencing off, and the member then stops only
+	// when its Lease runs out. StopTimeout is how long the application takes, at most, to stop reading a
+	// queue once handed an assignment without it; protocol.DefaultStopTimeout when zero. The member
+	// promises the operator, in its Lease, to read no queue later than their sum after an assignment
+	// without it is published: the operator can then hand a partitioned or hung member's queues on that
+	// long after it revoked them, instead of waiting for its Lease to run out.
+	ContactTimeout, StopTimeout time.Duration
 	// Clock is the client's clock; the real one when nil. Tests set a fake one.
 	Clock clock.WithTickerAndDelayedExecution
 }
@@ -80,6 +89,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DrainAckTimeout == 0 {
 		c.DrainAckTimeout = DefaultDrainAckTimeout
+	}
+	if c.ContactTimeout == 0 {
+		c.ContactTimeout = protocol.DefaultContactTimeout
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = protocol.DefaultStopTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -115,5 +130,25 @@ func (c Config) validate() error {
 	if c.DrainAckTimeout < 0 {
 		errs = append(errs, fmt.Errorf("drain ack timeout %v must not be negative", c.DrainAckTimeout))
 	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, fmt.Errorf("stop timeout %v must not be negative", c.StopTimeout))
+	}
+	if c.contactFencing() && c.ContactTimeout+c.StopTimeout > protocol.MaxStopsWithin {
+		errs = append(errs, fmt.Errorf("contact timeout %v plus stop timeout %v must not exceed %v", c.ContactTimeout, c.StopTimeout, protocol.MaxStopsWithin))
+	}
+	if c.contactFencing() && c.ContactTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("contact timeout %v must be at least 100ms", c.ContactTimeout))
+	}
 	return errors.Join(errs...)
+}
+
+// contactFencing reports whether the member fences itself when it cannot confirm its view.
+func (c Config) contactFencing() bool { return c.ContactTimeout > 0 }
+
+// stopsWithin is the promise the member writes in its Lease: 0 without contact fencing.
+func (c Config) stopsWithin() time.Duration {
+	if !c.contactFencing() {
+		return 0
+	}
+	return c.ContactTimeout + c.StopTimeout
 }

@@ -56,8 +56,14 @@ func TestStopsReadingAtTwoThirdsOfTheLease(t *testing.T) {
 // write took the Lease).
 func runOnFakeClock(t *testing.T, cs *fake.Clientset, ns, pod, uid string) (*member.Client, *testingclock.FakeClock) {
 	t.Helper()
+	return runOnFakeClockFor(t, cs, ns, pod, uid, 3*time.Second)
+}
+
+// runOnFakeClockFor is runOnFakeClock with a Lease of the given duration.
+func runOnFakeClockFor(t *testing.T, cs *fake.Clientset, ns, pod, uid string, leaseDuration time.Duration) (*member.Client, *testingclock.FakeClock) {
+	t.Helper()
 	clock := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: types.UID(uid), LeaseDuration: 3 * time.Second, Clock: clock})
+	c, err := member.New(cs, member.Config{Namespace: ns, Group: "orders", Pod: pod, PodUID: types.UID(uid), LeaseDuration: leaseDuration, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +145,53 @@ func claimWrites(cs *fake.Clientset) int {
 		}
 	}
 	return n
+}
+
+// TestStopsReadingWhenItCannotConfirmItsView: the member's reads of the assignment's resourceVersion fail
+// while its Lease writes still succeed (a watch and reads cut off, or a hung view). Once it has not
+// confirmed its view for the contact timeout it hands its application generation 0, although its Lease
+// stands; its Lease promises the operator as much (stops-within-seconds: contact timeout plus stop timeout).
+func TestStopsReadingWhenItCannotConfirmItsView(t *testing.T) {
+	const ns, pod, uid = "shop", "consumer-0", "uid-0"
+	entry := protocol.NewEntry(pod, uid, 1, []protocol.Queue{{Topic: "orders", Broker: "a", ID: 0}})
+	cs := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.AssignmentName("orders"), ResourceVersion: "1",
+			Annotations: map[string]string{protocol.GenerationAnnotation: "1"}},
+		Data: map[string]string{pod: string(entry.Encode())},
+	})
+	// A 30 s Lease is renewed every 10 s and fences the member after 20 s: what fences it first here is
+	// contact alone.
+	c, clock := runOnFakeClockFor(t, cs, ns, pod, uid, 30*time.Second)
+	lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), protocol.LeaseName("orders", pod), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.Annotations[protocol.StopsWithinAnnotation]; got != "6" {
+		t.Fatalf("the Lease promises %q seconds, want 6 (4 s contact timeout + 2 s stop timeout)", got)
+	}
+
+	var cutOff atomic.Bool
+	cs.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if cutOff.Load() {
+			return true, nil, errors.New("the API server cannot be reached (injected)")
+		}
+		return false, nil, nil
+	})
+	cutOff.Store(true)
+	for range 3 {
+		clock.Step(time.Second) // a failed confirmation each second
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a := c.Current(); a.Generation != 1 {
+		t.Fatalf("3 s after its last confirmation the member holds %+v", a)
+	}
+	clock.Step(1100 * time.Millisecond) // 4.1 s
+	poll(t, func() bool { return c.Current().Generation == 0 })
+	if reason := c.Status().Reason; !strings.Contains(reason, "has not confirmed for 4s") {
+		t.Fatalf("reason %q", reason)
+	}
+
+	cutOff.Store(false)
+	clock.Step(time.Second)
+	poll(t, func() bool { return c.Current().Generation == 1 })
 }

@@ -234,7 +234,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 func (k *leaseKeeper) lease(st leaseState, base *coordinationv1.Lease, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
 	m := protocol.MemberLease{
 		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
-		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load,
+		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load, StopsWithin: k.cfg.stopsWithin(),
 	}
 	if base != nil {
 		base = base.DeepCopy()

@@ -212,17 +212,12 @@ func (v *assignmentView) followShardLocked() {
 // event from the watch in between, is not.
 func (v *assignmentView) checkCurrent(ctx context.Context) error {
 	v.mu.Lock()
-	if !v.synced {
-		v.mu.Unlock()
+	synced := v.synced
+	v.mu.Unlock()
+	if !synced {
 		return nil
 	}
-	names := []string{v.indexName}
-	if v.shard.name != "" && v.shard.read {
-		names = append(names, v.shard.name)
-	}
-	v.mu.Unlock()
-
-	for _, name := range names {
+	for _, name := range v.watchedNames() {
 		serverRV, err := v.serverResourceVersion(ctx, name)
 		if err != nil {
 			return fmt.Errorf("reading ConfigMap %s: %w", name, err)
@@ -248,6 +243,45 @@ func (v *assignmentView) checkCurrent(ctx context.Context) error {
 		v.mu.Unlock()
 	}
 	return nil
+}
+
+// watchedNames are the ConfigMaps the view watches and has read: the index, and the pod's shard once read.
+func (v *assignmentView) watchedNames() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	names := []string{v.indexName}
+	if v.shard.name != "" && v.shard.read {
+		names = append(names, v.shard.name)
+	}
+	return names
+}
+
+// confirm reports whether the view holds the newest version of every ConfigMap it watches, as the API
+// server says in a read sent after the caller took the time: every assignment published before then has
+// reached the view (contact fencing). A view not yet synced confirms nothing.
+func (v *assignmentView) confirm(ctx context.Context) (bool, error) {
+	v.mu.Lock()
+	synced := v.synced
+	v.mu.Unlock()
+	if !synced {
+		return false, nil
+	}
+	for _, name := range v.watchedNames() {
+		serverRV, err := v.serverResourceVersion(ctx, name)
+		if err != nil {
+			return false, fmt.Errorf("reading ConfigMap %s: %w", name, err)
+		}
+		v.mu.Lock()
+		ours := resourceVersionOf(v.index)
+		if name != v.indexName {
+			ours = resourceVersionOf(v.shard.cm)
+		}
+		v.mu.Unlock()
+		if serverRV != ours {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func resourceVersionOf(cm *corev1.ConfigMap) string {

@@ -37,6 +37,27 @@ const (
 	MaxLeaseDuration = time.Hour
 )
 
+// Contact fencing. A member confirms every ContactInterval(timeout) that it has seen the newest version of
+// each assignment ConfigMap it watches, by reading their resourceVersions from the API server (a
+// linearizable read of metadata only). Once it has not confirmed for the contact timeout, measured from
+// when it sent the last read that confirmed, it tells its application to read nothing; the application
+// then has its stop timeout to stop. Their sum is the member's promise (StopsWithinAnnotation): a queue
+// the operator published away from the member at time P is not read by it after P plus that sum, on any
+// clock that runs at the rate of the member's, since every read the member sent after P saw it.
+const (
+	// DefaultContactTimeout is how long a member reads without confirming that its view is current.
+	DefaultContactTimeout = 4 * time.Second
+	// DefaultStopTimeout is how long an application takes, at most, to stop reading a queue once its
+	// member hands it an assignment without the queue, or generation 0.
+	DefaultStopTimeout = 2 * time.Second
+	// MaxStopsWithin caps the promise a reader takes from a Lease: a longer one is ignored.
+	MaxStopsWithin = 5 * time.Minute
+)
+
+// ContactInterval is how often a member with the given contact timeout confirms its view: four reads per
+// timeout, so that a slow or failed read costs nothing.
+func ContactInterval(timeout time.Duration) time.Duration { return timeout / 4 }
+
 // RenewInterval is how often a member renews a Lease of the given duration.
 func RenewInterval(duration time.Duration) time.Duration { return duration / 3 }
 
@@ -79,6 +100,9 @@ type LeaseState struct {
 	// Outside counts the queues the claim and the load report list outside the reader's Scope: read
 	// through ReadLeaseIn, they are counted, never listed.
 	Outside int
+	// StopsWithin is the member's contact-fencing promise (StopsWithinAnnotation); 0 when it makes none
+	// or the annotation cannot be read.
+	StopsWithin time.Duration
 }
 
 // ReadLease reads a member's Lease.
@@ -107,6 +131,7 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	if err == nil && acked > 0 && acked <= MaxGeneration {
 		s.AckedGeneration = acked
 	}
+	s.StopsWithin = stopsWithin(lease.Annotations[StopsWithinAnnotation])
 	if raw, ok := lease.Annotations[LoadAnnotation]; ok {
 		s.Load, s.Outside, s.LoadErr = DecodeLoadIn(raw, scope)
 	}
@@ -131,6 +156,15 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)
 	return s
+}
+
+// stopsWithin reads a StopsWithinAnnotation: whole seconds from 1 to MaxStopsWithin, else no promise.
+func stopsWithin(raw string) time.Duration {
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || time.Duration(n)*time.Second > MaxStopsWithin {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }
 
 // RenewTimeOf is when lease says its holder last showed it was alive: LeaseState.RenewTime.
@@ -207,6 +241,8 @@ type MemberLease struct {
 	Claim []Queue
 	// Load is the load the member reports per queue (CheckLoad); none when empty.
 	Load map[Queue]float64
+	// StopsWithin is the member's contact-fencing promise, rounded up to whole seconds; none when 0.
+	StopsWithin time.Duration
 }
 
 func (m MemberLease) ownerReferences() []metav1.OwnerReference {
@@ -220,11 +256,15 @@ func (m MemberLease) ownerReferences() []metav1.OwnerReference {
 }
 
 func (m MemberLease) annotations() map[string]string {
-	return map[string]string{
+	a := map[string]string{
 		AckedGenerationAnnotation: strconv.FormatInt(m.Acked, 10),
 		ClaimAnnotation:           NewClaim(string(m.PodUID), m.Acked, m.Claim).Encode(),
 		PodAnnotation:             m.Pod,
 	}
+	if m.StopsWithin > 0 {
+		a[StopsWithinAnnotation] = strconv.FormatInt(int64((m.StopsWithin+time.Second-1)/time.Second), 10)
+	}
+	return a
 }
 
 // Apply writes m into lease (a new one when nil) and returns it: name, namespace, label, annotations,
@@ -243,6 +283,7 @@ func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquir
 	if lease.Annotations == nil {
 		lease.Annotations = map[string]string{}
 	}
+	delete(lease.Annotations, StopsWithinAnnotation)
 	for k, v := range m.annotations() {
 		lease.Annotations[k] = v
 	}

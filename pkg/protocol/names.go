@@ -42,6 +42,11 @@ const (
 	// garbage collector removes that reference once the pod is gone while the group, its other owner,
 	// remains: the annotation still says whose claim the Lease holds.
 	PodAnnotation = "messaging.consumergroup.io/pod"
+	// StopsWithinAnnotation on a member's Lease holds, in whole seconds, the member's promise of contact
+	// fencing: it reads no queue later than this long after the operator has published an assignment
+	// that does not give the queue to it, whether or not it could read that assignment. Absent, the
+	// member promises nothing beyond its Lease (StopAfter).
+	StopsWithinAnnotation = "messaging.consumergroup.io/stops-within-seconds"
 )
 
 // AssignmentName is the name of the ConfigMap that publishes group's assignment.

@@ -245,3 +245,23 @@ func FuzzDecodeEntryIn(f *testing.F) {
 		}
 	})
 }
+
+func TestStopsWithinIsBounded(t *testing.T) {
+	for raw, want := range map[string]time.Duration{
+		"6": 6 * time.Second, "300": 300 * time.Second, "301": 0, "0": 0, "-3": 0, "": 0, "6s": 0, "1e9": 0,
+	} {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{StopsWithinAnnotation: raw}}}
+		if got := ReadLease(lease).StopsWithin; got != want {
+			t.Errorf("stops-within-seconds %q reads as %v, want %v", raw, got, want)
+		}
+	}
+	m := MemberLease{Group: "g", Pod: "p", PodUID: "u", Member: "p", Duration: time.Minute, StopsWithin: 5500 * time.Millisecond}
+	if got := ReadLease(m.Apply(nil, "ns", nil, nil)).StopsWithin; got != 6*time.Second {
+		t.Errorf("a promise of 5.5 s is written as %v, want it rounded up to 6s", got)
+	}
+	promised := m.Apply(nil, "ns", nil, nil)
+	m.StopsWithin = 0
+	if l := m.Apply(promised, "ns", nil, nil); l.Annotations[StopsWithinAnnotation] != "" {
+		t.Errorf("a member without contact fencing leaves the promise %q in its Lease", l.Annotations[StopsWithinAnnotation])
+	}
+}
