@@ -156,6 +156,12 @@ func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) 
 	return planned
 }
 
+// PlannedTopics are the topics the operator plans group with: its spec's, the discovered ones with the
+// routes of its status.
+func PlannedTopics(group *v1alpha1.ConsumerGroup) []v1alpha1.Topic {
+	return plannedGroup(group, group.Status.Routes).Spec.Topics
+}
+
 // routeRead is what one read of a group's routes found.
 type routeRead struct {
 	generation int64

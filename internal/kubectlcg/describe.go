@@ -32,6 +32,11 @@ type Description struct {
 	// both absent when no broker has a zone.
 	CrossZone    *int `json:"crossZone,omitempty"`
 	MinCrossZone *int `json:"minCrossZone,omitempty"`
+	// NameServer, RoutesRead and Routes are the routes of the discovered topics (status.routes): the
+	// name server that last answered, how long ago they were last read in full, each topic's brokers.
+	NameServer string             `json:"nameServer,omitempty"`
+	RoutesRead string             `json:"routesRead,omitempty"`
+	Routes     []RouteDescription `json:"routes,omitempty"`
 	// Conditions are the group's status conditions.
 	Conditions []metav1.Condition `json:"conditions"`
 	// Members are the pods the published assignment names, and the members that have no entry yet.
@@ -121,6 +126,7 @@ func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time)
 	}
 	d.Fenced = pv.Fenced
 	d.CrossZone, d.MinCrossZone = crossZones(pv)
+	d.NameServer, d.RoutesRead, d.Routes = describeRoutes(g, now)
 	return d
 }
 
@@ -173,6 +179,7 @@ func (d Description) table(w io.Writer) error {
 	if len(d.Fenced) > 0 {
 		tw.printf("\nFenced (missed the revoke timeout): %s\n", strings.Join(d.Fenced, ", "))
 	}
+	d.routesTable(tw)
 	tw.printf("\nCONDITION\tSTATUS\tREASON\tMESSAGE\n")
 	for _, c := range d.Conditions {
 		tw.printf("%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
@@ -264,9 +271,9 @@ func (w WhoHas) table(out io.Writer) error {
 	return err
 }
 
-// specQueue reports whether the group's spec lists q.
+// specQueue reports whether the group's spec lists q, or the routes of its discovered topics do.
 func specQueue(g *v1alpha1.ConsumerGroup, q allocate.Queue) bool {
-	for _, t := range g.Spec.Topics {
+	for _, t := range controllers.PlannedTopics(g) {
 		if t.Name != q.Topic {
 			continue
 		}

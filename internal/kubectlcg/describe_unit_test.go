@@ -50,3 +50,29 @@ func TestDescribeCrossZone(t *testing.T) {
 		t.Errorf("no broker has a zone, yet describe counts %d queues across zones", *d.CrossZone)
 	}
 }
+
+func TestDescribeRoutes(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	read := metav1.NewTime(now.Add(-12 * time.Second))
+	g := &v1alpha1.ConsumerGroup{}
+	g.Name, g.Namespace = "g", "ns"
+	g.Spec.Topics = []v1alpha1.Topic{{Name: "orders"}, {Name: "gone"}}
+	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"10.0.0.1:9876"}, RetryTopic: v1alpha1.RetryTopicIgnore}
+	g.Status.Routes = &v1alpha1.RoutesStatus{NameServer: "10.0.0.1:9876", ReadTime: &read, Topics: []v1alpha1.TopicRoute{
+		{Name: "orders", ReadTime: &read, Brokers: []v1alpha1.BrokerRoute{{Name: "a", Queues: 16, ReadQueueNums: 16, Perm: 6}, {Name: "b", ReadQueueNums: 8, Perm: 2}}},
+		{Name: "gone", ReadTime: &read, AbsentSince: &read},
+	}}
+	d := describe(g, &controllers.Preview{}, now)
+	var out bytes.Buffer
+	if err := d.table(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ROUTES from name server 10.0.0.1:9876, read in full 12s ago", "orders  a       16      16           RW-   12s ago  -", "orders  b       0       8            -W-", "gone    -       0       0            -     12s ago  12s ago"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !specQueue(g, allocate.Queue{Topic: "orders", Broker: "a", ID: 15}) || specQueue(g, allocate.Queue{Topic: "orders", Broker: "b", ID: 0}) {
+		t.Error("who-has does not read the discovered queues")
+	}
+}
