@@ -144,7 +144,9 @@ func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace tim
 		return
 	}
 	if t.AbsentSince == nil {
-		t.AbsentSince = &read
+		// The status keeps whole seconds: rounded up, so that the interval is never cut short.
+		since := metav1.NewTime(at.Truncate(time.Second).Add(time.Second))
+		t.AbsentSince = &since
 	}
 	if !at.Before(t.AbsentSince.Add(grace)) {
 		t.Brokers = nil
