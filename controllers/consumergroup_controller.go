@@ -107,6 +107,10 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.publish(ctx, &group, obs, d); err != nil {
 		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
+	if len(d.writes) > 0 {
+		// Every object of generation d.generation is written: members' promises run from now.
+		r.sightings.sawPublished(req.NamespacedName, d.generation, r.Clock.Now())
+	}
 	if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}

@@ -526,6 +526,7 @@ func (p *decider) handOff() *problem {
 		incarnations:  p.incarnations,
 		scope:         p.obs.scope,
 		unseenUntil:   p.unseenUntil,
+		publications:  p.obs.publications,
 	})
 	p.d.handoff, p.entries = h, h.entries
 	if len(h.unreadableClaims) > 0 {

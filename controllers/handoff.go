@@ -128,7 +128,10 @@ func (s *queueSet) addGroups(groups []protocol.BrokerQueues, scope *protocol.Sco
 	s.add(qs.Queues)
 }
 
-func (s queueSet) has(q allocate.Queue) bool {
+func (s *queueSet) has(q allocate.Queue) bool {
+	if s == nil {
+		return false
+	}
 	if s.all {
 		return true
 	}
@@ -219,6 +222,9 @@ type handoffInput struct {
 	incarnations []*incarnation
 	// scope is the spec's queues; the bookkeeping's queues are read through it.
 	scope *protocol.Scope
+	// publications say since when this operator knows each generation was published: a revocation from
+	// an incarnation whose Lease promises contact fencing ends that promise after (promiseKept).
+	publications publications
 	// unseenUntil is when a pod that this operator never saw, its Lease gone before it started, has
 	// stopped reading. Until then, when the bookkeeping cannot be trusted (it may have named that pod), a
 	// queue nobody claims goes to nobody; the bookkeeping then carries the deadline on
@@ -244,6 +250,25 @@ type handoffResult struct {
 	unreadableClaims []string
 	// requeueAfter is when the next deadline falls; 0 when nothing waits on time.
 	requeueAfter time.Duration
+}
+
+// contactMargin is added to a member's contact-fencing promise before the operator counts on it: both
+// ends measure the promise as an interval on their own clocks, whose rates differ by far less, and the
+// member hands a generation to its application a moment after its view holds it.
+const contactMargin = time.Second
+
+// promiseKept is when incarnation i has stopped reading what r revoked by its own promise
+// (protocol.StopsWithinAnnotation): the promise after the operator first knew that r's generation, or a
+// later one, was published. False when its Lease makes no promise or the publication is not known.
+func promiseKept(i *incarnation, r revocation, pubs publications) (time.Time, bool) {
+	if i.lease == nil || i.lease.StopsWithin <= 0 || r.Generation <= 0 {
+		return time.Time{}, false
+	}
+	since, ok := pubs.knownSince(r.Generation)
+	if !ok {
+		return time.Time{}, false
+	}
+	return since.Add(i.lease.StopsWithin + contactMargin), true
 }
 
 // fencePoll is how often a revocation past its timeout is looked at again while its incarnation has not
@@ -280,13 +305,31 @@ func handoff(in handoffInput) handoffResult {
 		state = handoffState{}
 	}
 
-	// Phase 1: settle earlier revocations; what is still pending holds its queues back.
+	// Phase 1: settle earlier revocations; what is still pending holds its queues back. A revocation whose
+	// incarnation's promise has run out is kept, unacknowledged, but holds nothing back: what it revoked
+	// no longer counts in that incarnation's claim (lapsed), and a recovery no longer makes it unknown.
 	pending := map[string]*queueSet{}
 	fencedQueues := map[string]*queueSet{}
+	lapsed := map[string]*queueSet{}
+	var kept []revocation
 	for _, r := range state.Revocations {
 		i := standing(r.Pod, r.UID)
 		if i == nil || i.acked() >= r.Generation {
 			continue
+		}
+		if at, ok := promiseKept(i, r, in.publications); ok {
+			if !in.now.Before(at) {
+				kept = append(kept, r)
+				if !r.All {
+					k := key(r.Pod, r.UID)
+					if lapsed[k] == nil {
+						lapsed[k] = &queueSet{}
+					}
+					lapsed[k].addGroups(r.Queues, in.scope)
+				}
+				continue
+			}
+			deadlines = append(deadlines, at)
 		}
 		deadline := r.At.Add(in.revokeTimeout)
 		if !in.now.Before(deadline) {
@@ -333,6 +376,9 @@ func handoff(in handoffInput) handoffResult {
 			res.recovering++
 		}
 	}
+	// Lapsed revocations stay in the bookkeeping until acknowledged, so that later passes, and a restarted
+	// operator, still know what the incarnation was told.
+	res.state.Revocations = append(res.state.Revocations, kept...)
 
 	// Phase 2: reservations for departed members, kept until they return or the grace ends.
 	isMember := make(map[string]bool, len(in.members))
@@ -415,6 +461,9 @@ func handoff(in handoffInput) handoffResult {
 			r.claimUnreadable, r.unknown = true, true
 		default:
 			claim = i.lease.Claim
+			if l := lapsed[r.key]; l != nil {
+				claim = slices.DeleteFunc(slices.Clone(claim), l.has)
+			}
 		}
 		var entry []allocate.Queue
 		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
@@ -461,7 +510,7 @@ func handoff(in handoffInput) handoffResult {
 	// A member keeps what its own claim says it may be reading, whoever else claims it too: keeping the
 	// queue adds no reader, and taking it away would not stop the other claimant from reading it.
 	blocked := func(q allocate.Queue, self int32) bool {
-		if self >= 0 && claims(readers[self].inc, fencedQueues[readers[self].key], q) {
+		if self >= 0 && claims(readers[self].inc, fencedQueues[readers[self].key], q) && !lapsed[readers[self].key].has(q) {
 			return false
 		}
 		if h, held := holders[q]; held {

@@ -46,7 +46,9 @@ func isRunningAndReady(pod *corev1.Pod) bool {
 // membersFor returns the group's members among pods (all of which match the group's selector), sorted by
 // pod name. A pod is a member while it is Running and Ready, and, if its name has a Lease, while that
 // Lease is its own and fresh: a member that has not renewed its Lease for the lease duration reads
-// nothing, and a pod whose name's Lease an earlier pod still holds cannot read until it takes it over.
+// nothing, and a pod whose name's Lease an earlier pod still holds cannot read until it takes it over. A
+// member whose Lease promises contact fencing is one only while its renewals are on time (within one and
+// a half renewal intervals): it may be cut off, and its promise lets its queues move on soon after.
 // nodeZones maps a node name to its zone label; leases are the group's Leases by pod name. It also
 // returns when the earliest member Lease expires, for the reconciler to look again then: renewals do not
 // trigger a pass. A pod whose annotations cannot be read, or two pods with the same member id, make the
@@ -65,6 +67,13 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 				continue
 			}
 			expiry := lease.RenewTime.Add(lease.Duration)
+			if lease.StopsWithin > 0 {
+				// A member that promises contact fencing stops being one once a renewal is overdue by half
+				// an interval: its queues are revoked then, and move on when its promise runs out, long
+				// before its Lease would.
+				interval := protocol.RenewInterval(lease.Duration)
+				expiry = lease.RenewTime.Add(interval + interval/2)
+			}
 			if !now.Before(expiry) {
 				continue
 			}

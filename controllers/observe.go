@@ -41,6 +41,8 @@ type observation struct {
 	vanished     map[types.UID]bool
 	backwards    []string
 	sightedSince time.Time
+	// publications are the generations this operator knows were published, and since when.
+	publications publications
 	// leasesAsWritten are the Leases as read, with the renewTimes their writers wrote.
 	leasesAsWritten []protocol.LeaseState
 	// scope is the spec's queues: what the operator reads of claims, entries and load reports.
@@ -85,6 +87,11 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	sighted := r.sightings.observe(client.ObjectKeyFromObject(group), read, obs.scope, now, r.maxClockSkew())
 	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
 	obs.leasesAsWritten = sighted.asWritten
+	if obs.published.Exists && len(obs.published.Tampered) == 0 {
+		// Read back as written: the API server held it before this moment.
+		r.sightings.sawPublished(client.ObjectKeyFromObject(group), obs.published.Generation, r.Clock.Now())
+	}
+	obs.publications = r.sightings.publications(client.ObjectKeyFromObject(group))
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {

@@ -37,6 +37,64 @@ type leaseSightings struct {
 type groupSightings struct {
 	since  time.Time
 	leases map[types.UID]sighting
+	// published are the generations this operator knows were published, each with the time it first
+	// knew (publications).
+	published publications
+}
+
+// publication is a generation of a group's assignment and when this operator first knew that the API
+// server held it whole: its own write of it returned, or it read it back matching its digests.
+type publication struct {
+	generation int64
+	knownAt    time.Time
+}
+
+// publications are a group's publications, by generation, the most recent maxPublications of them.
+type publications []publication
+
+// maxPublications bounds what an operator remembers of a group's publications. An older generation
+// counts as known from the oldest remembered, which is later: a member's promise then runs from later.
+const maxPublications = 64
+
+// add records that generation was known to be published at now.
+func (ps publications) add(generation int64, now time.Time) publications {
+	if n := len(ps); n > 0 && ps[n-1].generation >= generation {
+		return ps // known already, and since earlier; or an older copy read back
+	}
+	ps = append(ps, publication{generation: generation, knownAt: now})
+	if len(ps) > maxPublications {
+		ps = slices.Delete(ps, 0, len(ps)-maxPublications)
+	}
+	return ps
+}
+
+// knownSince is when the operator first knew that a generation at or above generation was published: the
+// moment from which every member that follows the protocol can have read one that is no older. False
+// when it knows of none.
+func (ps publications) knownSince(generation int64) (time.Time, bool) {
+	i, _ := slices.BinarySearchFunc(ps, generation, func(p publication, g int64) int { return cmp.Compare(p.generation, g) })
+	if i == len(ps) {
+		return time.Time{}, false
+	}
+	return ps[i].knownAt, true
+}
+
+// sawPublished records that the group's assignment at generation was known to be published whole at now.
+func (s *leaseSightings) sawPublished(group types.NamespacedName, generation int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.group(group, now)
+	g.published = g.published.add(generation, now)
+}
+
+// publications returns what the operator knows of the group's publications.
+func (s *leaseSightings) publications(group types.NamespacedName) publications {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[group]; g != nil {
+		return slices.Clone(g.published)
+	}
+	return nil
 }
 
 // sighting is what the operator saw of one Lease.

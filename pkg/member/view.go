@@ -281,7 +281,12 @@ func (v *assignmentView) confirm(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	// The view holds the index's generation: not so while the shard that holds the pod's entry now has
+	// not been read, or lags behind the index (resolveLocked keeps the view so far meanwhile).
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, resolved := protocol.ViewEntry(v.group, v.index, v.shard.cm, v.shard.read, v.pod, v.podUID)
+	return resolved, nil
 }
 
 func resourceVersionOf(cm *corev1.ConfigMap) string {
