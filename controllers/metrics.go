@@ -30,10 +30,10 @@ var (
 		Help:    "Time from the publication of a queue's revocation to the publication of its grant to another member.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 	}, groupLabels())
-	fencedTotal      = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
-	imbalanceGauge   = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
-	crossZoneGauge   = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
-	minCrossZone     = groupGauge("consumergroup_min_cross_zone_queues",
+	fencedTotal    = groupCounter("consumergroup_members_fenced_total", "Revocations whose member missed its revoke timeout while renewing its Lease.")
+	imbalanceGauge = groupGauge("consumergroup_imbalance_ratio", "The busiest member's queues per unit of weight over the group's mean; 1 is perfect balance.")
+	crossZoneGauge = groupGauge("consumergroup_cross_zone_queues", "Queues given to a member in another zone than their broker's (both known).")
+	minCrossZone   = groupGauge("consumergroup_min_cross_zone_queues",
 		"The fewest queues any balanced plan of the current members gives to a member in another zone than their broker's (both known).")
 	bytesGauge       = groupGauge("consumergroup_assignment_bytes", "Size of the entries of the assignment ConfigMaps, as last written by this replica.")
 	conditionGauge   = groupGauge("consumergroup_status_condition", "1 for each condition's current status, 0 for the others.", "type", "status")
