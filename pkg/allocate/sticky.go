@@ -1,10 +1,7 @@
 package allocate
 
 import (
-	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -42,27 +39,28 @@ type sticky struct {
 	scratch sync.Pool
 }
 
-// stickyScratch holds the reusable Q-sized arrays of one call.
+// stickyScratch holds the reusable Q-sized arrays of one call, each named for what it ends up holding.
+// Indexing uses two of them for something else first, see indexQueues.
 type stickyScratch struct {
-	bufs [7][]int32
-	// qload is balancing by load's per-queue load.
+	order []int32 // stickyState.order; while indexing, each input queue's (topic, broker) group
+	prev  []int32 // stickyState.prev; while indexing, the input queues bucketed by group
+	table []int32 // stickyState.table
+	qzone []int32 // stickyState.qzone
+	owner []int32 // stickyState.owner
+	// held backs loadState.held, balancing by load's per-member lists.
+	held []int32
+	// byClass backs zoneRepair.byClass, the locality phase's positions by broker class.
+	byClass []int32
+	// qload is loadState.qload, balancing by load's per-queue load.
 	qload []float64
 }
 
-// getFloats returns the float buffer with length n; its contents are arbitrary.
-func (s *stickyScratch) getFloats(n int) []float64 {
-	if cap(s.qload) < n {
-		s.qload = make([]float64, n)
+// reuse returns *buf with length n, growing it when it is too short; its contents are arbitrary.
+func reuse[T int32 | float64](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
 	}
-	return s.qload[:n]
-}
-
-// get returns buffer i with length n; its contents are arbitrary.
-func (s *stickyScratch) get(i, n int) []int32 {
-	if cap(s.bufs[i]) < n {
-		s.bufs[i] = make([]int32, n)
-	}
-	return s.bufs[i][:n]
+	return (*buf)[:n]
 }
 
 func newSticky(p Params) (Strategy, error) {
@@ -92,25 +90,11 @@ func newSticky(p Params) (Strategy, error) {
 	return s, nil
 }
 
-// stickyGroupKey identifies the queues of one broker of one topic.
-type stickyGroupKey struct{ topic, broker string }
-
-// stickyGroup records where the queues of one (topic, broker) pair sit in the canonical order.
-type stickyGroup struct {
-	key        stickyGroupKey
-	lo, hi     int64 // smallest and largest queue id seen
-	n          int32 // queues seen, duplicates included
-	dense      bool  // ids are looked up through table rather than by binary search
-	tableOff   int32 // dense: table[tableOff+id-lo] is the canonical position, or -1
-	base       int32 // first canonical position of the group
-	unique     int32 // distinct ids in the group
-	sortedOff  int32 // sparse: sortedIDs[sortedOff:sortedOff+unique] are the group's ids, ascending
-	zone       int32 // zone id of the broker, -1 when unknown
-	byGroupOff int32 // start of the group's input indices in byGroup
-}
-
 // stickyState is the dense working set of one Allocate call. Members and queues are integers: a member
-// is its position in id order, a queue its position in canonical order.
+// is its position in id order, a queue its position in canonical order. Indexing (sticky_index.go) fills
+// the members, groups and canonical order and reads the previous plan; balancing by count
+// (sticky_balance.go, then sticky_zones.go) or by load (sticky_load.go, sticky_swap.go) fills owner and
+// count; plan lays owner out as the result.
 type stickyState struct {
 	in      Input
 	skew    int
@@ -133,14 +117,15 @@ type stickyState struct {
 	count  []int32 // queues currently held in owner
 	weight []int64
 
-	spare   []int32 // a Q-sized buffer indexQueues is done with
+	spare   []int32 // the Q-sized buffer indexQueues bucketed the input in; readPrevious makes it prev
 	scratch *stickyScratch
 
 	lastKey stickyGroupKey // the (topic, broker) of the last lookup: inputs come in runs of one broker
 	lastG   int32
 }
 
-// Allocate implements Strategy.
+// Allocate implements Strategy: it indexes the members, the queues and the previous plan, balances, and
+// lays the owners out as the plan.
 func (s *sticky) Allocate(in Input) (Plan, error) {
 	sc, _ := s.scratch.Get().(*stickyScratch)
 	if sc == nil {
@@ -165,543 +150,20 @@ func (s *sticky) Allocate(in Input) (Plan, error) {
 	st.readPrevious()
 	if s.byLoad {
 		st.allocateByLoad(s.tol)
-		return st.plan(plan), nil
-	}
-	st.computeQuotas()
-	st.releaseExcess()
-	st.place()
-	if s.maxSkew == 0 {
-		st.repairZones(s.repairMoves)
+	} else {
+		st.balanceCounts(s.repairMoves)
 	}
 	return st.plan(plan), nil
 }
 
-// indexMembers sorts the members by id and interns their zones.
-func (st *stickyState) indexMembers() error {
-	st.members = slices.Clone(st.in.Members)
-	slices.SortFunc(st.members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
-	st.zoneIDs = make(map[string]int32)
-	st.mzone = make([]int32, len(st.members))
-	st.weight = make([]int64, len(st.members))
-	for i, m := range st.members {
-		if i > 0 && st.members[i-1].ID == m.ID {
-			return fmt.Errorf("member id %q appears twice", m.ID)
-		}
-		st.mzone[i] = st.zoneID(m.Zone)
-		st.weight[i] = max(int64(m.Weight), 1)
-	}
-	return nil
-}
-
-func (st *stickyState) zoneID(z string) int32 {
-	if z == "" {
-		return -1
-	}
-	id, ok := st.zoneIDs[z]
-	if !ok {
-		id = int32(len(st.zoneIDs))
-		st.zoneIDs[z] = id
-	}
-	return id
-}
-
-// smallGroupScan is the most (topic, broker) pairs group compares one by one before it hashes.
-const smallGroupScan = 8
-
-// group returns the index of q's (topic, broker) pair; with create it adds a missing pair, otherwise it
-// returns -1 for one it has not seen.
-func (st *stickyState) group(q Queue, create bool) int32 {
-	k := stickyGroupKey{q.Topic, q.Broker}
-	if len(st.groups) > 0 && k == st.lastKey {
-		return st.lastG
-	}
-	// A group has few (topic, broker) pairs, and comparing their strings, which usually share memory with
-	// q's, costs less than hashing them.
-	if len(st.groups) <= smallGroupScan {
-		for g := range st.groups {
-			if st.groups[g].key == k {
-				st.lastKey, st.lastG = k, int32(g)
-				return int32(g)
-			}
-		}
-		if !create {
-			return -1
-		}
-	}
-	g, ok := st.groupIdx[k]
-	if !ok {
-		if !create {
-			return -1
-		}
-		g = int32(len(st.groups))
-		st.groups = append(st.groups, stickyGroup{key: k, lo: int64(q.ID), hi: int64(q.ID)})
-		st.groupIdx[k] = g
-	}
-	st.lastKey, st.lastG = k, g
-	return g
-}
-
-// indexQueues puts the distinct queues in canonical order (topic, broker, id) without comparing
-// strings per queue: queues are bucketed by (topic, broker), the buckets sorted, and ids ordered
-// inside each bucket.
-func (st *stickyState) indexQueues() {
-	qs := st.in.Queues
-	st.groupIdx = make(map[stickyGroupKey]int32)
-	qg := st.scratch.get(0, len(qs))
-	for k, q := range qs {
-		g := st.group(q, true)
-		qg[k] = g
-		gr := &st.groups[g]
-		gr.lo, gr.hi = min(gr.lo, int64(q.ID)), max(gr.hi, int64(q.ID))
-		gr.n++
-	}
-
-	// Input indices bucketed by group, and each group's lookup table or sorted id list.
-	byGroup := st.scratch.get(1, len(qs))
-	var off, tableLen int32
-	for g := range st.groups {
-		gr := &st.groups[g]
-		gr.byGroupOff = off
-		off += gr.n
-		// Dense ids get a direct table; the slack bounds the table to about twice the queue count.
-		if gr.hi-gr.lo+1 <= 2*int64(gr.n)+64 {
-			gr.dense = true
-			gr.tableOff = tableLen
-			tableLen += int32(gr.hi - gr.lo + 1)
-		}
-		gr.zone = st.zoneID(st.in.BrokerZones[gr.key.broker])
-	}
-	fill := make([]int32, len(st.groups))
-	for k := range qs {
-		g := qg[k]
-		byGroup[st.groups[g].byGroupOff+fill[g]] = int32(k)
-		fill[g]++
-	}
-	st.table = st.scratch.get(2, int(tableLen))
-	for i := range st.table {
-		st.table[i] = -1
-	}
-
-	gorder := make([]int32, len(st.groups))
-	for g := range gorder {
-		gorder[g] = int32(g)
-	}
-	slices.SortFunc(gorder, func(a, b int32) int {
-		ka, kb := st.groups[a].key, st.groups[b].key
-		if c := strings.Compare(ka.topic, kb.topic); c != 0 {
-			return c
-		}
-		return strings.Compare(ka.broker, kb.broker)
-	})
-
-	// qg is not read again: its memory becomes the canonical order, and byGroup's becomes prev (see
-	// readPrevious), which saves two Q-sized allocations per call on the hot path.
-	st.order = qg[:0]
-	st.spare = byGroup
-	for _, g := range gorder {
-		gr := &st.groups[g]
-		gr.base = int32(len(st.order))
-		members := byGroup[gr.byGroupOff : gr.byGroupOff+gr.n]
-		if gr.dense {
-			t := st.table[gr.tableOff : gr.tableOff+int32(gr.hi-gr.lo+1)]
-			for _, k := range members {
-				if slot := int64(qs[k].ID) - gr.lo; t[slot] < 0 {
-					t[slot] = k // duplicates of a queue keep one entry
-				}
-			}
-			for i, k := range t {
-				if k >= 0 {
-					t[i] = int32(len(st.order))
-					st.order = append(st.order, k)
-				}
-			}
-		} else {
-			slices.SortFunc(members, func(a, b int32) int { return cmp.Compare(qs[a].ID, qs[b].ID) })
-			gr.sortedOff = int32(len(st.sortedIDs))
-			for i, k := range members {
-				if i > 0 && qs[members[i-1]].ID == qs[k].ID {
-					continue
-				}
-				st.sortedIDs = append(st.sortedIDs, qs[k].ID)
-				st.order = append(st.order, k)
-			}
-		}
-		gr.unique = int32(len(st.order)) - gr.base
-	}
-	st.qzone = st.scratch.get(3, len(st.order))
-	for _, g := range gorder {
-		gr := &st.groups[g]
-		for p := gr.base; p < gr.base+gr.unique; p++ {
-			st.qzone[p] = gr.zone
-		}
-	}
-}
-
-// position returns q's canonical position, or -1 when q is not among the queues.
-func (st *stickyState) position(q Queue) int32 {
-	g := st.group(q, false)
-	if g < 0 {
-		return -1
-	}
-	gr := &st.groups[g]
-	id := int64(q.ID)
-	if id < gr.lo || id > gr.hi {
-		return -1
-	}
-	if gr.dense {
-		return st.table[gr.tableOff+int32(id-gr.lo)]
-	}
-	ids := st.sortedIDs[gr.sortedOff : gr.sortedOff+gr.unique]
-	if j, ok := slices.BinarySearch(ids, q.ID); ok {
-		return gr.base + int32(j)
-	}
-	return -1
-}
-
-// readPrevious records, for every current queue, which current member held it. A queue listed under two
-// members goes to the one with the smaller id, so the outcome does not depend on map iteration order.
-func (st *stickyState) readPrevious() {
-	st.prev = st.spare[:len(st.order)]
-	for p := range st.prev {
-		st.prev[p] = -1
-	}
-	if len(st.in.Previous) == 0 {
-		return
-	}
-	memberIdx := make(map[string]int32, len(st.members))
-	for i, m := range st.members {
-		memberIdx[m.ID] = int32(i)
-	}
-	for id, queues := range st.in.Previous {
-		mi, ok := memberIdx[id]
-		if !ok {
-			continue
-		}
-		for _, qu := range queues {
-			if p := st.position(qu); p >= 0 && (st.prev[p] < 0 || mi < st.prev[p]) {
-				st.prev[p] = mi
-			}
-		}
-	}
-}
-
-// computeQuotas gives member i floor(Q*w_i/W) queues and hands the remaining R = Q - sum(floor) queues,
-// one each, to members whose share is fractional. The extra queue goes first to members that already
-// hold more than their floor (each such choice saves exactly one move), then by largest remainder, then
-// by member id.
-func (st *stickyState) computeQuotas() {
-	n := len(st.members)
-	q := int64(len(st.order))
-	st.count = make([]int32, n)
-	for _, o := range st.prev {
-		if o >= 0 {
-			st.count[o]++
-		}
-	}
-	var total int64
-	for _, w := range st.weight {
-		total += w
-	}
-	st.quota = make([]int32, n)
-	st.ceil = make([]int32, n)
-	rem := make([]int64, n)
-	var assigned int64
-	candidates := make([]int32, 0, n)
-	for i, w := range st.weight {
-		share := q * w // Q and weights are int32-sized, so the product fits
-		st.quota[i] = int32(share / total)
-		rem[i] = share % total
-		st.ceil[i] = st.quota[i]
-		if rem[i] > 0 {
-			st.ceil[i]++
-		}
-		assigned += int64(st.quota[i])
-		if rem[i] > 0 {
-			candidates = append(candidates, int32(i))
-		}
-	}
-	st.floor = slices.Clone(st.quota)
-	extra := int(q - assigned)
-	if extra == 0 {
-		return
-	}
-	slices.SortFunc(candidates, func(a, b int32) int {
-		ha, hb := st.count[a] > st.quota[a], st.count[b] > st.quota[b]
-		if ha != hb {
-			if ha {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(rem[b], rem[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	saving := 0
-	for saving < len(candidates) && saving < extra && st.count[candidates[saving]] > st.quota[candidates[saving]] {
-		st.quota[candidates[saving]]++
-		saving++
-	}
-	st.spreadExtra(candidates[saving:], extra-saving)
-}
-
-// spreadExtra hands need extra queues to the first members of rest, which are ordered by largest
-// remainder then id, except that members in zones with more queues than their members' quotas go first:
-// the choice costs no move, and there the extra queue can be an in-zone one. Zones are scanned per
-// pick, so with more than stickyMaxZoneScan zones the plain order is used.
-func (st *stickyState) spreadExtra(rest []int32, need int) {
-	nz := len(st.zoneIDs)
-	picked := make([]bool, len(rest))
-	if need > 0 && nz > 0 && nz <= stickyMaxZoneScan {
-		surplus := make([]int64, nz)
-		for _, z := range st.qzone {
-			if z >= 0 {
-				surplus[z]++
-			}
-		}
-		for i, z := range st.mzone {
-			if z >= 0 {
-				surplus[z] -= int64(st.quota[i])
-			}
-		}
-		// Per zone, the positions in rest of its members, in rest's order.
-		inZone := make([][]int, nz)
-		for j, i := range rest {
-			if z := st.mzone[i]; z >= 0 {
-				inZone[z] = append(inZone[z], j)
-			}
-		}
-		cursor := make([]int, nz)
-		for need > 0 {
-			best := -1
-			for z := range nz {
-				if cursor[z] == len(inZone[z]) || surplus[z] <= 0 {
-					continue
-				}
-				if best < 0 || surplus[z] > surplus[best] ||
-					(surplus[z] == surplus[best] && inZone[z][cursor[z]] < inZone[best][cursor[best]]) {
-					best = z
-				}
-			}
-			if best < 0 {
-				break
-			}
-			j := inZone[best][cursor[best]]
-			cursor[best]++
-			surplus[best]--
-			picked[j] = true
-			st.quota[rest[j]]++
-			need--
-		}
-	}
-	for j, i := range rest {
-		if need == 0 {
-			break
-		}
-		if !picked[j] {
-			st.quota[i]++
-			need--
-		}
-	}
-}
-
-// stickyMaxZoneScan bounds the zones spreadExtra scans per pick, keeping it O(R) for realistic groups.
-const stickyMaxZoneScan = 64
-
-// releaseExcess makes every member over quota give up exactly its excess: cross-zone queues first, and
-// within each kind the last in canonical order. Every other previous assignment stays.
-func (st *stickyState) releaseExcess() {
-	n := len(st.members)
-	st.owner = st.scratch.get(4, len(st.prev))
-	copy(st.owner, st.prev)
-	crossLeft := make([]int32, n)
-	inLeft := make([]int32, n)
-	over := false
-	for i := range n {
-		if st.count[i] > st.quota[i] {
-			over = true
-		}
-	}
-	if !over {
-		return
-	}
-	for p, o := range st.prev {
-		if o >= 0 && st.count[o] > st.quota[o] && !st.inZone(int32(p), o) {
-			crossLeft[o]++
-		}
-	}
-	for i := range n {
-		excess := max(st.count[i]-st.quota[i], 0)
-		crossLeft[i] = min(crossLeft[i], excess)
-		inLeft[i] = excess - crossLeft[i]
-	}
-	for p := len(st.prev) - 1; p >= 0; p-- {
-		o := st.prev[p]
-		if o < 0 {
-			continue
-		}
-		if st.inZone(int32(p), o) {
-			if inLeft[o] == 0 {
-				continue
-			}
-			inLeft[o]--
-		} else {
-			if crossLeft[o] == 0 {
-				continue
-			}
-			crossLeft[o]--
-		}
-		st.owner[p] = -1
-		st.count[o]--
-	}
-}
-
-func (st *stickyState) inZone(p, member int32) bool {
-	z := st.qzone[p]
-	return z >= 0 && z == st.mzone[member]
-}
-
-// place hands the unowned queues to members below quota: first each zone's queues to that zone's
-// members, then, with MaxSkew, lets in-zone members absorb what would otherwise cross zones, and
-// finally fills the remaining deficits with the remaining queues.
-func (st *stickyState) place() {
-	nz := len(st.zoneIDs)
-	// Members bucketed by zone, in id order inside each zone.
-	zoneOff := make([]int32, nz+1)
-	for _, z := range st.mzone {
-		if z >= 0 {
-			zoneOff[z+1]++
-		}
-	}
-	for z := range nz {
-		zoneOff[z+1] += zoneOff[z]
-	}
-	byZone := make([]int32, zoneOff[nz])
-	fill := slices.Clone(zoneOff[:nz])
-	for i, z := range st.mzone {
-		if z >= 0 {
-			byZone[fill[z]] = int32(i)
-			fill[z]++
-		}
-	}
-
-	// In-zone: walk the unowned queues in canonical order; each goes to the zone's next member with room.
-	cursor := slices.Clone(zoneOff[:nz])
-	for p, o := range st.owner {
-		z := st.qzone[p]
-		if o >= 0 || z < 0 {
-			continue
-		}
-		for cursor[z] < zoneOff[z+1] {
-			m := byZone[cursor[z]]
-			if st.count[m] < st.quota[m] {
-				st.owner[p] = m
-				st.count[m]++
-				break
-			}
-			cursor[z]++
-		}
-	}
-
-	if st.skew > 0 {
-		st.absorb(byZone, zoneOff)
-	}
-
-	// Cross-zone: the rest go to members still below quota, in id order. With MaxSkew a member may be
-	// left up to MaxSkew short; the mandatory part of every deficit is filled first.
-	mandatory := make([]int32, len(st.members))
-	for i := range st.members {
-		mandatory[i] = max(st.quota[i]-st.count[i]-int32(st.skew), 0)
-	}
-	m := 0
-	for p, o := range st.owner {
-		if o >= 0 {
-			continue
-		}
-		for mandatory[m] == 0 && m < len(st.members)-1 {
-			m++
-		}
-		if mandatory[m] > 0 {
-			mandatory[m]--
-			st.owner[p] = int32(m)
-			st.count[m]++
-		}
-	}
-	// What is left (only with MaxSkew) goes to the members furthest below quota first, so the shortfall
-	// spreads evenly instead of landing on the last members by id.
-	var rest []int32
-	for p, o := range st.owner {
-		if o < 0 {
-			rest = append(rest, int32(p))
-		}
-	}
-	for level := int32(st.skew); level > 0 && len(rest) > 0; level-- {
-		for i := range st.members {
-			if len(rest) == 0 {
-				break
-			}
-			if st.quota[i]-st.count[i] >= level {
-				st.owner[rest[0]] = int32(i)
-				st.count[i]++
-				rest = rest[1:]
-			}
-		}
-	}
-}
-
-// absorb, with MaxSkew > 0, keeps unowned queues in their broker's zone by letting that zone's members
-// go up to MaxSkew over quota, as long as the members left short stay within MaxSkew of theirs. A
-// queue's previous owner takes it back first (no move), then the zone's least-loaded members do.
-func (st *stickyState) absorb(byZone, zoneOff []int32) {
-	skew := int32(st.skew)
-	var budget int64
-	for i := range st.members {
-		budget += int64(min(max(st.quota[i]-st.count[i], 0), skew))
-	}
-	take := func(p int, m int32) {
-		st.owner[p] = m
-		st.count[m]++
-		budget--
-	}
-	for p, o := range st.owner {
-		if budget == 0 {
-			return
-		}
-		if pr := st.prev[p]; o < 0 && pr >= 0 && st.inZone(int32(p), pr) && st.count[pr] < st.quota[pr]+skew {
-			take(p, pr)
-		}
-	}
-	// Level filling per zone: round L gives one queue to every member below quota+L, so the extra load
-	// spreads evenly and each round places at least one queue or ends the zone.
-	nz := len(zoneOff) - 1
-	pending := make([][]int32, nz)
-	for p, o := range st.owner {
-		if z := st.qzone[p]; o < 0 && z >= 0 {
-			pending[z] = append(pending[z], int32(p))
-		}
-	}
-	for z := range nz {
-		zm := byZone[zoneOff[z]:zoneOff[z+1]]
-		queue := pending[z]
-		if len(zm) == 0 || len(queue) == 0 {
-			continue
-		}
-		level := st.count[zm[0]] - st.quota[zm[0]]
-		for _, m := range zm {
-			level = min(level, st.count[m]-st.quota[m])
-		}
-		for level++; level <= skew && len(queue) > 0 && budget > 0; level++ {
-			for _, m := range zm {
-				if len(queue) == 0 || budget == 0 {
-					break
-				}
-				if st.count[m]-st.quota[m] < level {
-					take(int(queue[0]), m)
-					queue = queue[1:]
-				}
-			}
-		}
+// balanceCounts is balancing by queue count: quotas, the excess released, the free queues placed, and,
+// with MaxSkew 0, the locality repair within repairMoves moves.
+func (st *stickyState) balanceCounts(repairMoves int) {
+	st.computeQuotas()
+	st.releaseExcess()
+	st.place()
+	if st.skew == 0 {
+		st.repairZones(repairMoves)
 	}
 }
 

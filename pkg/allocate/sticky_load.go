@@ -74,7 +74,7 @@ func (st *stickyState) allocateByLoad(tol float64) {
 // measure gives every queue its load and every member its fair share.
 func (ls *loadState) measure() {
 	q := len(ls.order)
-	ls.qload = ls.scratch.getFloats(q)
+	ls.qload = reuse(&ls.scratch.qload, q)
 	for p := range ls.qload {
 		ls.qload[p] = -1
 	}
@@ -119,7 +119,7 @@ func (ls *loadState) measure() {
 		ls.fair[i] = total * float64(w) / float64(weights)
 		ls.achievable[i] = level * float64(w)
 	}
-	ls.owner = ls.scratch.get(4, q) // keep writes every entry
+	ls.owner = reuse(&ls.scratch.owner, q) // keep writes every entry
 }
 
 // keep gives every surviving member the queues it held.
@@ -132,7 +132,7 @@ func (ls *loadState) keep() {
 		}
 	}
 	const room = 4
-	backing := ls.scratch.get(5, len(ls.prev)+room*len(ls.members))[:0]
+	backing := reuse(&ls.scratch.held, len(ls.prev)+room*len(ls.members))[:0]
 	for i, c := range counts {
 		ls.held[i] = backing[len(backing) : len(backing) : len(backing)+c+room]
 		backing = backing[:len(backing)+c+room]
@@ -164,7 +164,8 @@ func (ls *loadState) settled() bool {
 			return false
 		}
 	}
-	return !ls.fillOne(false) && !ls.relieveOne(false) && !ls.canSwap()
+	_, ok := ls.nextMove()
+	return !ok && !ls.canSwap()
 }
 
 func (ls *loadState) hottest(i int) float64 {
@@ -283,10 +284,36 @@ func (ls *loadState) place() {
 // per queue. A plan from which neither kind of move remains is settled: re-planning it moves nothing.
 func (ls *loadState) rebalance() {
 	for moves := 0; moves < len(ls.order); moves++ {
-		if !ls.fillOne(true) && !ls.relieveOne(true) {
+		m, ok := ls.nextMove()
+		if !ok {
 			return
 		}
+		ls.makeMove(m)
 	}
+}
+
+// loadMove is one move of rebalance: the queue held[from][at] goes to member to.
+type loadMove struct {
+	from, to int32
+	at       int
+}
+
+// nextMove finds the move rebalance makes next, a fill if there is one, else a relieve, without making
+// it; it reports whether there is one.
+func (ls *loadState) nextMove() (loadMove, bool) {
+	if m, ok := ls.findFill(); ok {
+		return m, true
+	}
+	return ls.findRelieve()
+}
+
+// makeMove makes move m.
+func (ls *loadState) makeMove(m loadMove) {
+	p := ls.held[m.from][m.at]
+	ls.held[m.from] = slices.Delete(ls.held[m.from], m.at, m.at+1)
+	ls.load[m.from] -= ls.qload[p]
+	ls.held[m.to] = append(ls.held[m.to], p)
+	ls.load[m.to] += ls.qload[p]
 }
 
 func (ls *loadState) ratio(i int32) float64 { return ls.load[i] / ls.fair[i] }
@@ -310,11 +337,12 @@ func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, giv
 	return taker, givers
 }
 
-// fillOne finds a fill move and, when apply is set, makes it; it reports whether there was one.
-func (ls *loadState) fillOne(apply bool) bool {
+// findFill finds a fill move: the member furthest below (1-t) times its achievable share takes from the
+// most loaded donor that has a queue for it. It reports whether there is one.
+func (ls *loadState) findFill() (loadMove, bool) {
 	r, donors := ls.pair(func(i int32) bool { return ls.load[i] < (1-ls.tol)*ls.achievable[i] }, func(int32) bool { return true })
 	if r < 0 {
-		return false
+		return loadMove{}, false
 	}
 	// Donors most loaded first (ties by member order); the first usually gives, so they are picked by a
 	// scan, not sorted.
@@ -329,20 +357,21 @@ func (ls *loadState) fillOne(apply bool) bool {
 		donors[k] = donors[len(donors)-1]
 		donors = donors[:len(donors)-1]
 		if ls.ratio(d) <= ls.ratio(r) {
-			return false // every donor left is at most as loaded as r
+			return loadMove{}, false // every donor left is at most as loaded as r
 		}
 		if d == r {
 			continue
 		}
-		if ls.give(d, r, ls.ceiling(int(r)), apply) {
-			return true
+		if m, ok := ls.findGift(d, r, ls.ceiling(int(r))); ok {
+			return m, true
 		}
 	}
-	return false
+	return loadMove{}, false
 }
 
-// relieveOne finds a relieve move and, when apply is set, makes it; it reports whether there was one.
-func (ls *loadState) relieveOne(apply bool) bool {
+// findRelieve finds a relieve move: the most loaded overloaded member that has a queue for the least
+// loaded member gives it one. It reports whether there is one.
+func (ls *loadState) findRelieve() (loadMove, bool) {
 	r, givers := ls.pair(func(int32) bool { return true }, func(i int32) bool { return ls.overloaded(int(i)) })
 	// The most loaded giver first, ties by member order.
 	slices.SortFunc(givers, func(a, b int32) int {
@@ -352,16 +381,19 @@ func (ls *loadState) relieveOne(apply bool) bool {
 		return cmp.Compare(a, b)
 	})
 	for _, d := range givers {
-		if d != r && ls.give(d, r, math.Inf(1), apply) {
-			return true
+		if d == r {
+			continue
+		}
+		if m, ok := ls.findGift(d, r, math.Inf(1)); ok {
+			return m, true
 		}
 	}
-	return false
+	return loadMove{}, false
 }
 
-// give moves from d to r the hottest of d's queues that keeps r within limit and below d's ratio, when
-// apply is set, and reports whether d had one.
-func (ls *loadState) give(d, r int32, limit float64, apply bool) bool {
+// findGift finds the move from d to r of the hottest of d's queues that keeps r within limit and below
+// d's ratio; it reports whether d has one.
+func (ls *loadState) findGift(d, r int32, limit float64) (loadMove, bool) {
 	best := -1
 	for k, p := range ls.held[d] {
 		l := ls.qload[p]
@@ -372,17 +404,7 @@ func (ls *loadState) give(d, r int32, limit float64, apply bool) bool {
 			best = k
 		}
 	}
-	if best < 0 {
-		return false
-	}
-	if apply {
-		p := ls.held[d][best]
-		ls.held[d] = slices.Delete(ls.held[d], best, best+1)
-		ls.load[d] -= ls.qload[p]
-		ls.held[r] = append(ls.held[r], p)
-		ls.load[r] += ls.qload[p]
-	}
-	return true
+	return loadMove{from: d, to: r, at: best}, best >= 0
 }
 
 // memberHeap orders members by load over weight, then by index (member id order).

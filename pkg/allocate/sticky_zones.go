@@ -444,7 +444,7 @@ func (zr *zoneRepair) classPositions(b int32) []int32 {
 		for c := range zr.nc {
 			off[c+1] += off[c]
 		}
-		all := zr.st.scratch.get(6, len(zr.st.order))
+		all := reuse(&zr.st.scratch.byClass, len(zr.st.order))
 		fill := slices.Clone(off[:zr.nc])
 		for p := range int32(len(zr.st.order)) {
 			c := zr.queueClass(p)
