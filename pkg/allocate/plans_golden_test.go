@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -140,8 +141,36 @@ func plansGoldenLines(t *testing.T) []string {
 			}
 			lines = append(lines, fmt.Sprintf("%s %d %016x", c.name, seed, h.Sum64()))
 		}
+		lines = append(lines, fmt.Sprintf("%s large %016x", c.name, largeGroupDigest(t, s)))
 	}
 	return lines
+}
+
+// largeGroupDigest plans a group large enough for the strategies' parallel paths (8192 queues, shuffled)
+// three times, members leaving and joining, each plan fed back as the previous one, and hashes the plans.
+func largeGroupDigest(t *testing.T, s Strategy) uint64 {
+	rng := rand.New(rand.NewPCG(7, 11))
+	in := shuffled(benchInput(8192, 96), rng)
+	in.QueueLoad = map[Queue]float64{}
+	for _, q := range in.Queues[:6000] {
+		in.QueueLoad[q] = math.Exp(rng.NormFloat64())
+	}
+	h := fnv.New64a()
+	for step := range 3 {
+		switch step {
+		case 1:
+			in.Members = slices.Delete(slices.Clone(in.Members), 10, 40)
+		case 2:
+			in.Members = append(in.Members, Member{ID: "joiner", Zone: "zone-1", Weight: 3})
+		}
+		plan, err := s.Allocate(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%016x", planDigest(plan))
+		in.Previous = plan
+	}
+	return h.Sum64()
 }
 
 // TestPlansUnchanged pins the plans of Sticky (every mode) and ConsistentHash on seeded random groups to
