@@ -265,42 +265,11 @@ func hashBytes(key []byte, hash HashFunc) uint32 {
 // routeQueues gives each queue to the owner of the first ring point at or after its hash (wrapping), and
 // builds the plan. ring must be sorted and non-empty.
 //
-// A lookup table indexed by the top bits of a hash points at the first ring point of that bucket; with about
-// one bucket per point, a lookup scans one or two points instead of a binary search's cache misses. Large
-// groups are routed and laid out in two halves on two goroutines: each half counts its own queues per
-// member, so the halves write disjoint parts of the plan and queue order within a member is kept.
+// Large groups are routed and laid out in two halves on two goroutines: each half counts its own queues
+// per member, so the halves write disjoint parts of the plan and queue order within a member is kept.
 func routeQueues(queues []Queue, queueHashes []uint32, members []Member, ring []uint64) Plan {
-	bucketBits := min(max(bits.Len(uint(len(ring))), 1), 24)
-	shift := 32 - bucketBits
-	firstInBucket := make([]int32, 1<<bucketBits+1)
-	p := 0
-	for b := range firstInBucket {
-		for p < len(ring) && int(ring[p]>>(32+shift)) < b {
-			p++
-		}
-		firstInBucket[b] = int32(p)
-	}
-
+	idx := newRingIndex(ring)
 	owners := make([]int32, len(queues))
-	route := func(lo, hi int, counts []int32) {
-		for i := lo; i < hi; i++ {
-			h := queueHashes[i]
-			b := h >> shift
-			j, end := int(firstInBucket[b]), int(firstInBucket[b+1])
-			for j < end && uint32(ring[j]>>32) < h {
-				j++
-			}
-			if j == len(ring) {
-				j = 0
-			}
-			// Of several points with this hash, RocketMQ's TreeMap kept the one put last.
-			for j+1 < len(ring) && ring[j+1]>>32 == ring[j]>>32 {
-				j++
-			}
-			owners[i] = int32(uint32(ring[j]))
-			counts[owners[i]]++
-		}
-	}
 	halves := 1
 	if len(queues) >= parallelQueueHashing {
 		halves = 2
@@ -310,10 +279,62 @@ func routeQueues(queues []Queue, queueHashes []uint32, members []Member, ring []
 	for h := range counts {
 		counts[h] = make([]int32, len(members))
 	}
-	inParallel(halves, func(h int) { route(bounds[h], bounds[h+1], counts[h]) })
+	inParallel(halves, func(h int) {
+		lo, hi := bounds[h], bounds[h+1]
+		idx.route(queueHashes[lo:hi], owners[lo:hi], counts[h])
+	})
+	return layOutByOwner(queues, owners, members, bounds, counts)
+}
 
-	// Lay the queues out member by member in queue order, in one backing array: member m's queues from the
-	// first half start at offsets[m], those of the second half right after them.
+// ringIndex finds a hash's point on a sorted ring. A lookup table indexed by the top bits of a hash points
+// at the first ring point of that bucket; with about one bucket per point, a lookup scans one or two points
+// instead of a binary search's cache misses.
+type ringIndex struct {
+	ring          []uint64
+	shift         int
+	firstInBucket []int32
+}
+
+func newRingIndex(ring []uint64) *ringIndex {
+	bucketBits := min(max(bits.Len(uint(len(ring))), 1), 24)
+	r := &ringIndex{ring: ring, shift: 32 - bucketBits, firstInBucket: make([]int32, 1<<bucketBits+1)}
+	p := 0
+	for b := range r.firstInBucket {
+		for p < len(ring) && int(ring[p]>>(32+r.shift)) < b {
+			p++
+		}
+		r.firstInBucket[b] = int32(p)
+	}
+	return r
+}
+
+// route writes in owners[i] the member whose point follows hashes[i] on the ring, and counts per member the
+// queues it routed.
+func (r *ringIndex) route(hashes []uint32, owners, counts []int32) {
+	ring := r.ring
+	for i, h := range hashes {
+		b := h >> r.shift
+		j, end := int(r.firstInBucket[b]), int(r.firstInBucket[b+1])
+		for j < end && uint32(ring[j]>>32) < h {
+			j++
+		}
+		if j == len(ring) {
+			j = 0
+		}
+		// Of several points with this hash, RocketMQ's TreeMap kept the one put last.
+		for j+1 < len(ring) && ring[j+1]>>32 == ring[j]>>32 {
+			j++
+		}
+		owners[i] = int32(uint32(ring[j]))
+		counts[owners[i]]++
+	}
+}
+
+// layOutByOwner lays the queues out member by member in queue order, in one backing array: member m's
+// queues from the first half (queues[bounds[0]:bounds[1]]) start at its offset, those of the second half
+// right after them. counts[h][m] is how many of half h's queues member m owns.
+func layOutByOwner(queues []Queue, owners []int32, members []Member, bounds []int, counts [][]int32) Plan {
+	halves := len(counts)
 	offsets := make([]int32, len(members))
 	starts := make([][]int32, halves)
 	total := int32(0)
