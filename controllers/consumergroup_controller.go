@@ -40,6 +40,9 @@ type ConsumerGroupReconciler struct {
 	NameServerDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// NameServerTimeout bounds each request to a name server; nameserver.DefaultTimeout when zero.
 	NameServerTimeout time.Duration
+	// NodeLeaseNamespace is where the kubelets renew their nodes' Leases (corev1.NamespaceNodeLease); the
+	// operator watches them to find members on lost nodes (nodeleases.go). Empty turns that off.
+	NodeLeaseNamespace string
 
 	// strategies keeps each group's strategy between passes so that it can reuse work.
 	strategies strategyCache
@@ -47,6 +50,8 @@ type ConsumerGroupReconciler struct {
 	metrics groupMetrics
 	// sightings times the members' Lease renewals on the operator's clock and remembers vanished Leases.
 	sightings leaseSightings
+	// nodeLeases times the kubelets' node Lease renewals on the operator's clock.
+	nodeLeases nodeLeaseSightings
 	// quickRetries counts the passes in a row that met a newer object.
 	quickRetries retryCounts
 	// routes reads the routes of the groups' discovered topics from their name servers (routes.go).

@@ -293,7 +293,7 @@ func (p *decider) checkOwnership() *problem {
 }
 
 func (p *decider) findMembers() *problem {
-	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.leaseOf, p.env.now)
+	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.obs.nodeLateAt, p.leaseOf, p.env.now)
 	p.d.members, p.memberExpiry = members, expiry
 	for _, m := range members {
 		if l := p.leaseOf[m.Pod]; l != nil {

@@ -48,12 +48,13 @@ func isRunningAndReady(pod *corev1.Pod) bool {
 // Lease is its own and fresh: a member that has not renewed its Lease for the lease duration reads
 // nothing, and a pod whose name's Lease an earlier pod still holds cannot read until it takes it over. A
 // member whose Lease promises contact fencing is one only while its renewals are on time (within one and
-// a half renewal intervals): it may be cut off, and its promise lets its queues move on soon after.
+// a half renewal intervals) and its node's kubelet renews the node's Lease on time (nodeLateAt,
+// nodeleases.go): it may be cut off, and its promise lets its queues move on soon after.
 // nodeZones maps a node name to its zone label; leases are the group's Leases by pod name. It also
 // returns when the earliest member Lease expires, for the reconciler to look again then: renewals do not
 // trigger a pass. A pod whose annotations cannot be read, or two pods with the same member id, make the
 // whole membership invalid: publishing without them would move their queues for a configuration mistake.
-func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[string]string, leases map[string]*protocol.LeaseState, now time.Time) ([]member, time.Time, *problem) {
+func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[string]string, nodeLateAt map[string]time.Time, leases map[string]*protocol.LeaseState, now time.Time) ([]member, time.Time, *problem) {
 	members := make([]member, 0, len(pods))
 	podByID := make(map[string]string, len(pods))
 	var nextExpiry time.Time
@@ -73,6 +74,10 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 				// before its Lease would.
 				interval := protocol.RenewInterval(lease.Duration)
 				expiry = lease.RenewTime.Add(interval + interval/2)
+				// So does one whose node's kubelet is overdue (nodeleases.go).
+				if late, ok := nodeLateAt[pod.Spec.NodeName]; ok && late.Before(expiry) {
+					expiry = late
+				}
 			}
 			if !now.Before(expiry) {
 				continue

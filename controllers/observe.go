@@ -28,6 +28,9 @@ type observation struct {
 	podsByName map[string]*corev1.Pod
 	// nodeZones maps the name of each node a member pod runs on to its zone label.
 	nodeZones map[string]string
+	// nodeLateAt says, for those of the nodes whose Lease the operator has seen, when its kubelet's next
+	// renewal is overdue.
+	nodeLateAt map[string]time.Time
 	// index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
 	index  *corev1.ConfigMap
 	shards map[string]*corev1.ConfigMap
@@ -148,6 +151,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 			return nil, err
 		}
 	}
+	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)
 	return obs, nil
 }
 

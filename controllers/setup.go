@@ -68,7 +68,15 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		return err
 	}
 	r.routes.init(ctx, r.readRoutes)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.NodeLeaseNamespace != "" {
+		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
+		if err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(nodeLeases)
+	}
+	return b.
 		Named("consumergroup").
 		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).

@@ -140,6 +140,8 @@ func startManagerAs(t testing.TB, namespace string, cfg *rest.Config, configure 
 		Recorder:     mgr.GetEventRecorder("consumergroup-operator"),
 		Clock:        clock.RealClock{},
 		MaxClockSkew: testClockSkew,
+		// The kube-apiserver creates the namespace; tests that lose a node renew its Lease there.
+		NodeLeaseNamespace: corev1.NamespaceNodeLease,
 	}
 	for _, c := range configure {
 		c(r)

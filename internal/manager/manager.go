@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -104,6 +105,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, maxClockSkew time.Duration) er
 		Recorder:     recorder,
 		Clock:        clock.RealClock{},
 		MaxClockSkew: maxClockSkew,
+		// The kubelets' node Leases tell of lost nodes long before the nodes turn NotReady.
+		NodeLeaseNamespace: corev1.NamespaceNodeLease,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

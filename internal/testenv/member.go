@@ -177,6 +177,8 @@ func (o *Ownership) Holdings() int {
 // MemberOptions tune a simulated member.
 type MemberOptions struct {
 	LeaseDuration, MaxClockSkew, DrainAckTimeout time.Duration
+	// ContactTimeout and StopTimeout are member.Config's: the member's defaults when zero.
+	ContactTimeout, StopTimeout time.Duration
 }
 
 // SimMember is a member pod's application: it runs pkg/member, reads what it is given, records it in an
@@ -208,6 +210,7 @@ func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, 
 	c, err := member.New(kubernetes.NewForConfigOrDie(cfg), member.Config{
 		Namespace: pod.Namespace, Group: group, Pod: pod.Name, PodUID: pod.UID,
 		LeaseDuration: opts.LeaseDuration, MaxClockSkew: opts.MaxClockSkew, DrainAckTimeout: opts.DrainAckTimeout,
+		ContactTimeout: opts.ContactTimeout, StopTimeout: opts.StopTimeout,
 	})
 	Must(t, err)
 	m.Client = c
