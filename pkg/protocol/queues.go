@@ -67,3 +67,14 @@ func ParseQueue(s string) (Queue, error) {
 	}
 	return Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
 }
+
+// CompareQueues orders queues by topic, broker (byte order) and id: the order of entries and claims.
+func CompareQueues(a, b Queue) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Broker, b.Broker); c != 0 {
+		return c
+	}
+	return int(a.ID) - int(b.ID)
+}
