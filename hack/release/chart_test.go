@@ -214,7 +214,8 @@ func TestChartNonDefaults(t *testing.T) {
 			bindings[rb.Namespace] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name
 		}
 	}
-	want := map[string]string{"orders": "ClusterRole/cgo-consumergroup-operator-manager", "payments": "ClusterRole/cgo-consumergroup-operator-manager"}
+	want := map[string]string{"orders": "ClusterRole/cgo-consumergroup-operator-manager", "payments": "ClusterRole/cgo-consumergroup-operator-manager",
+		"kube-node-lease": "Role/cgo-consumergroup-operator-node-leases"}
 	if !reflect.DeepEqual(bindings, want) {
 		t.Errorf("RoleBindings %v, want %v", bindings, want)
 	}
@@ -228,8 +229,16 @@ func TestChartNonDefaults(t *testing.T) {
 		slices.ContainsFunc(nodes.Rules[0].Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
 		t.Errorf("the nodes ClusterRole grants %v, want read access to nodes only", nodes.Rules)
 	}
-	if len(find(objs, "Role")) != 0 {
-		t.Errorf("a leader election Role without leader election")
+	// The one Role reads the kubelets' node Leases; there is no leader election Role without leader election.
+	roles := find(objs, "Role")
+	var nodeLeases rbacv1.Role
+	if len(roles) != 1 || roles["cgo-consumergroup-operator-node-leases"] == nil {
+		t.Fatalf("Roles %v, want only the node Leases one", keys(roles))
+	}
+	as(t, roles["cgo-consumergroup-operator-node-leases"], &nodeLeases)
+	if nodeLeases.Namespace != "kube-node-lease" || len(nodeLeases.Rules) != 1 || !reflect.DeepEqual(nodeLeases.Rules[0].Resources, []string{"leases"}) ||
+		!reflect.DeepEqual(nodeLeases.Rules[0].Verbs, []string{"get", "list", "watch"}) {
+		t.Errorf("the node Leases Role is %+v, want read access to leases in kube-node-lease only", nodeLeases)
 	}
 
 	// The Prometheus Operator's objects decode strictly into its own types.
