@@ -93,55 +93,75 @@ const maxLoadLen = 24
 // counts the others: it also refuses a report that inflates past what a report of every queue of scope
 // takes.
 func DecodeLoadIn(s string, scope *Scope) (map[Queue]float64, int, error) {
-	data, err := inflate(s, "load report", scope.maxEncodedLen(maxIDLen+maxLoadLen))
+	r, err := decodeLoadReport(s, scope)
 	if err != nil {
 		return nil, 0, err
-	}
-	var r LoadReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, 0, fmt.Errorf("decoding load report: %w", err)
-	}
-	if r.Version != LoadVersion {
-		return nil, 0, fmt.Errorf("load report has format version %d; this reader knows version %d", r.Version, LoadVersion)
 	}
 	loads := map[Queue]float64{}
 	outside := 0
 	for i, bl := range r.Queues {
-		if i > 0 {
-			prev := r.Queues[i-1]
-			if c := strings.Compare(prev.Topic, bl.Topic); c > 0 || c == 0 && strings.Compare(prev.Broker, bl.Broker) >= 0 {
-				return nil, 0, fmt.Errorf("load report: queues[%d] (%s/%s) is out of order or repeated", i, bl.Topic, bl.Broker)
-			}
+		if i > 0 && !brokerBefore(r.Queues[i-1], bl) {
+			return nil, 0, fmt.Errorf("load report: queues[%d] (%s/%s) is out of order or repeated", i, bl.Topic, bl.Broker)
 		}
-		n := scope.count(bl.Topic, bl.Broker)
-		next := 0
-		err := eachRange(bl.IDs, func(first, last int32) error {
-			count := int(last-first) + 1
-			if next+count > len(bl.Loads) {
-				return fmt.Errorf("more ids than loads (%d)", len(bl.Loads))
-			}
-			for id := first; id <= last; id, next = id+1, next+1 {
-				v := bl.Loads[next]
-				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-					return fmt.Errorf("the load of id %d is %v: want a finite number of 0 or more", id, v)
-				}
-				if id >= n {
-					outside++
-					continue
-				}
-				if len(loads) >= MaxQueues {
-					return fmt.Errorf("more than %d queues", MaxQueues)
-				}
-				loads[Queue{Topic: bl.Topic, Broker: bl.Broker, ID: id}] = v
-			}
-			return nil
-		})
-		if err == nil && next != len(bl.Loads) {
-			err = fmt.Errorf("%d loads for %d ids", len(bl.Loads), next)
-		}
+		n, err := readBrokerLoads(bl, scope.count(bl.Topic, bl.Broker), loads)
 		if err != nil {
 			return nil, 0, fmt.Errorf("load report: queues[%d] (%s/%s): %w", i, bl.Topic, bl.Broker, err)
 		}
+		outside += n
 	}
 	return loads, outside, nil
+}
+
+// decodeLoadReport inflates and parses a report, bounded by scope, and checks its version.
+func decodeLoadReport(s string, scope *Scope) (LoadReport, error) {
+	data, err := inflate(s, "load report", scope.maxEncodedLen(maxIDLen+maxLoadLen))
+	if err != nil {
+		return LoadReport{}, err
+	}
+	var r LoadReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return LoadReport{}, fmt.Errorf("decoding load report: %w", err)
+	}
+	if r.Version != LoadVersion {
+		return LoadReport{}, fmt.Errorf("load report has format version %d; this reader knows version %d", r.Version, LoadVersion)
+	}
+	return r, nil
+}
+
+// brokerBefore reports whether a's topic and broker come strictly before b's (byte order).
+func brokerBefore(a, b BrokerLoads) bool {
+	c := strings.Compare(a.Topic, b.Topic)
+	return c < 0 || c == 0 && strings.Compare(a.Broker, b.Broker) < 0
+}
+
+// readBrokerLoads adds to loads the load of each id of bl below n (the broker's queue count in the
+// reader's scope) and returns how many ids it left out for being n or above. It refuses ids and loads that
+// do not pair up, a load that is not a finite number of 0 or more, and more than MaxQueues loads in all.
+func readBrokerLoads(bl BrokerLoads, n int32, loads map[Queue]float64) (outside int, err error) {
+	next := 0
+	err = eachRange(bl.IDs, func(first, last int32) error {
+		count := int(last-first) + 1
+		if next+count > len(bl.Loads) {
+			return fmt.Errorf("more ids than loads (%d)", len(bl.Loads))
+		}
+		for id := first; id <= last; id, next = id+1, next+1 {
+			v := bl.Loads[next]
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return fmt.Errorf("the load of id %d is %v: want a finite number of 0 or more", id, v)
+			}
+			if id >= n {
+				outside++
+				continue
+			}
+			if len(loads) >= MaxQueues {
+				return fmt.Errorf("more than %d queues", MaxQueues)
+			}
+			loads[Queue{Topic: bl.Topic, Broker: bl.Broker, ID: id}] = v
+		}
+		return nil
+	})
+	if err == nil && next != len(bl.Loads) {
+		err = fmt.Errorf("%d loads for %d ids", len(bl.Loads), next)
+	}
+	return outside, err
 }
