@@ -206,7 +206,7 @@ func TestRandomizedHandoff(t *testing.T) {
 		next++
 	}
 	counts := map[string]int{}
-	var history []string
+	var history, kinds []string
 	var historyAt []time.Time
 	errorsBefore := len(loggedReconcilerErrors())
 	for i := 0; i < *handoffEvents; i++ {
@@ -310,10 +310,16 @@ func TestRandomizedHandoff(t *testing.T) {
 			counts["slow application"]++
 			victim.ApplyDelay.Store(int64(time.Duration(rng.IntN(800)) * time.Millisecond))
 		}
-		for kind, n := range counts {
-			if n != before[kind] {
-				history[i] += " (" + kind + ")"
+		var kind []string
+		for k, n := range counts {
+			if n != before[k] {
+				kind = append(kind, k)
 			}
+		}
+		sort.Strings(kind)
+		kinds = append(kinds, strings.Join(kind, ", "))
+		for _, k := range kind {
+			history[i] += " (" + k + ")"
 		}
 		// Events come faster than handoffs finish, except now and then, when the group may settle.
 		if rng.IntN(10) == 0 && len(live) > 0 {
@@ -331,6 +337,14 @@ func TestRandomizedHandoff(t *testing.T) {
 		m.Stop()
 	}
 	t.Logf("events: %d %v; %d holdings; longest time a queue went unread: %s", *handoffEvents, counts, own.Holdings(), own.LongestGap())
+	// Each time a queue went unread counts for the kind of the last event before it started. No single
+	// failure of any kind leaves a queue unread for more than 20 s.
+	for _, k := range unreadByKind(own.Gaps(), historyAt, kinds) {
+		t.Logf("unread after %-55s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest.Round(time.Millisecond))
+		if k.longest > 20*time.Second {
+			t.Errorf("after %s a queue went unread for %s, more than 20 s", k.kind, k.longest)
+		}
+	}
 	// Conflicts, objects deleted under the operator and restarts are normal: none of them is an error.
 	if logged := loggedReconcilerErrors()[errorsBefore:]; len(logged) > 0 {
 		t.Errorf("the operator logged %d reconciler errors; first: %q", len(logged), logged[0])
@@ -353,6 +367,34 @@ func TestRandomizedHandoff(t *testing.T) {
 		}
 		t.Errorf("a queue went unread for %s, more than %s: %s; events then:\n%s", own.LongestGap(), bound, gap, strings.Join(during, "\n"))
 	}
+}
+
+// unreadStats are the times queues went unread after one kind of event.
+type unreadStats struct {
+	kind         string
+	n            int
+	p99, longest time.Duration
+}
+
+// unreadByKind counts each gap for the kind of the last event (kinds, at historyAt) at or before its start,
+// by kind.
+func unreadByKind(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []unreadStats {
+	byKind := map[string][]time.Duration{}
+	for _, g := range gaps {
+		i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(g.From) }) - 1
+		kind := "the start"
+		if i >= 0 && i < len(kinds) {
+			kind = kinds[i]
+		}
+		byKind[kind] = append(byKind[kind], g.To.Sub(g.From))
+	}
+	var out []unreadStats
+	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
+		d := byKind[kind]
+		slices.Sort(d)
+		out = append(out, unreadStats{kind: kind, n: len(d), p99: d[(len(d)*99)/100], longest: d[len(d)-1]})
+	}
+	return out
 }
 
 // corruptAssignment changes the assignment ConfigMap as someone else might: junk in an annotation, an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,8 @@ type Ownership struct {
 	lastReader map[allocate.Queue]string
 	holdings   int
 	observers  []func(reader string, queues []allocate.Queue)
+	// gaps are every time a queue went unread between two readers, in the order they ended.
+	gaps []Gap
 }
 
 // Observe calls observe with every application of an assignment recorded from now on, in order, under the
@@ -87,9 +90,11 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 			o.violations = append(o.violations, fmt.Sprintf("%s: %s started reading while %s still read it (%s)", q, reader, other, now.Format("15:04:05.000")))
 		}
 		if t, ok := o.since[q]; ok {
+			g := Gap{Queue: q, From: t, To: now, Released: o.lastReader[q], Took: reader}
+			o.gaps = append(o.gaps, g)
 			if gap := now.Sub(t); gap > o.longestGap {
 				o.longestGap = gap
-				o.longest = Gap{Queue: q, From: t, To: now, Released: o.lastReader[q], Took: reader}
+				o.longest = g
 			}
 			delete(o.since, q)
 			delete(o.lastReader, q)
@@ -165,6 +170,13 @@ func (o *Ownership) Longest() Gap {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.longest
+}
+
+// Gaps are every time a queue went unread between two readers so far, in the order they ended.
+func (o *Ownership) Gaps() []Gap {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.gaps)
 }
 
 // Holdings counts the times an incarnation started reading a queue.
