@@ -76,31 +76,17 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-
-	// The operator logs to a file; the terminal shows what it published.
-	logPath := filepath.Join(dir, "operator.log")
-	logFile, err := os.Create(logPath)
+	logPath, closeLog, err := logToFile(dir)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logFile.Close() }() // Only written to; nothing to report once the demo is over.
-	logger := zap.New(zap.WriteTo(logFile))
-	logf.SetLogger(logger)
-	klog.SetLogger(logger) // client-go's and the member clients' logs
+	defer closeLog()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	fmt.Println("Starting a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from", assets)
-	started := time.Now()
-	cl, err := cluster.Start(ctx, cluster.Options{
-		Assets:            assets,
-		Dir:               dir,
-		CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
-		Namespace:         namespace,
-	})
+	cl, err := startCluster(ctx, assets, dir, namespace)
 	if err != nil {
-		return fmt.Errorf("starting the cluster (logs in %s): %w", dir, err)
+		return err
 	}
 	defer func() {
 		fmt.Println("Stopping the cluster")
@@ -108,7 +94,6 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 			fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
 		}
 	}()
-	fmt.Printf("Cluster up in %s: nodes %s\n", time.Since(started).Round(100*time.Millisecond), strings.Join(cl.Nodes, ", "))
 
 	c, err := client.New(cl.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
@@ -118,23 +103,10 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 		return err
 	}
 	group := groupName(sample)
-
-	// The operator, as main.go runs it, without leader election or probes, and with its metrics in plain
-	// HTTP on a free port of the loopback interface (a fixed one may be taken on a developer's machine):
-	// nothing off this machine reaches them, and curl reads them without a token.
-	metricsAddr, err := freeLoopbackAddress()
+	metricsAddr, errs, err := startOperator(ctx, cl.Config)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cl.Config, manager.Options(metricsAddr, "0", false, "", ""))
-	if err != nil {
-		return err
-	}
-	if err := manager.Setup(ctx, mgr, 0); err != nil {
-		return err
-	}
-	errs := make(chan error, 1)
-	go func() { errs <- mgr.Start(ctx) }()
 
 	// The pods' consumer processes.
 	clientset, err := kubernetes.NewForConfig(cl.Config)
@@ -150,7 +122,78 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 			return err
 		}
 	}
+	printInstructions(logPath, cl, metricsAddr, assets, group)
 
+	go show(ctx, cl.Config, kubectl, cl.Kubeconfig, namespace, group)
+	// Until ctx ends or the manager fails; then wait for the manager and the consumers to stop before the
+	// cluster goes.
+	var runErr error
+	select {
+	case <-ctx.Done():
+		runErr = <-errs
+	case runErr = <-errs:
+		cancel()
+	}
+	procs.Wait()
+	return runErr
+}
+
+// logToFile sends the operator's logs (controller-runtime's, client-go's and the member clients') to
+// operator.log in dir, so that the terminal shows what it published; it returns the log's path and a
+// function that closes it.
+func logToFile(dir string) (path string, closeLog func(), err error) {
+	path = filepath.Join(dir, "operator.log")
+	logFile, err := os.Create(path)
+	if err != nil {
+		return "", nil, err
+	}
+	logger := zap.New(zap.WriteTo(logFile))
+	logf.SetLogger(logger)
+	klog.SetLogger(logger)
+	// Only written to; nothing to report once the demo is over.
+	return path, func() { _ = logFile.Close() }, nil
+}
+
+// startCluster starts the demo's cluster with the CRDs installed and says how long it took.
+func startCluster(ctx context.Context, assets, dir, namespace string) (*cluster.Cluster, error) {
+	fmt.Println("Starting a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from", assets)
+	started := time.Now()
+	cl, err := cluster.Start(ctx, cluster.Options{
+		Assets:            assets,
+		Dir:               dir,
+		CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
+		Namespace:         namespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the cluster (logs in %s): %w", dir, err)
+	}
+	fmt.Printf("Cluster up in %s: nodes %s\n", time.Since(started).Round(100*time.Millisecond), strings.Join(cl.Nodes, ", "))
+	return cl, nil
+}
+
+// startOperator starts the operator, as main.go runs it, without leader election or probes, and with its
+// metrics in plain HTTP on a free port of the loopback interface (a fixed one may be taken on a
+// developer's machine): nothing off this machine reaches them, and curl reads them without a token. It
+// returns the metrics address and the channel that receives the manager's result once it stops.
+func startOperator(ctx context.Context, cfg *rest.Config) (metricsAddr string, errs <-chan error, err error) {
+	metricsAddr, err = freeLoopbackAddress()
+	if err != nil {
+		return "", nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options(metricsAddr, "0", false, "", ""))
+	if err != nil {
+		return "", nil, err
+	}
+	if err := manager.Setup(ctx, mgr, 0); err != nil {
+		return "", nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return metricsAddr, done, nil
+}
+
+// printInstructions tells the user where the operator's log and metrics are and what to try.
+func printInstructions(logPath string, cl *cluster.Cluster, metricsAddr, assets, group string) {
 	fmt.Printf(`
 The operator is running (its log: %s). In another terminal:
 
@@ -166,19 +209,6 @@ metrics: http://%s/metrics (plain HTTP, on the loopback interface only; in a clu
 
 Ctrl-C stops the operator and the cluster.
 `, logPath, cl.Kubeconfig, metricsAddr, cl.Kubeconfig, mustAbs(assets), protocol.AssignmentName(group), cl.Nodes[0], group)
-
-	go show(ctx, cl.Config, kubectl, cl.Kubeconfig, namespace, group)
-	// Until ctx ends or the manager fails; then wait for the manager and the consumers to stop before the
-	// cluster goes.
-	var runErr error
-	select {
-	case <-ctx.Done():
-		runErr = <-errs
-	case runErr = <-errs:
-		cancel()
-	}
-	procs.Wait()
-	return runErr
 }
 
 // consumer is a pod's consumer process: a member client that acknowledges every assignment it is given.
