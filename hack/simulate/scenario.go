@@ -262,54 +262,16 @@ func replacementScenarios() []Scenario {
 // whose loads are drawn from a seeded generator, so that every run and every plot is the same.
 func loadScenarios() []Scenario {
 	topics := orders(16)
-	queues := func() []string {
-		var qs []string
-		for _, b := range topics[0].Brokers {
-			for id := range b.Queues {
-				qs = append(qs, fmt.Sprintf("%s/%s/%d", topics[0].Name, b.Name, id))
-			}
-		}
-		return qs
-	}()
-	rng := rand.New(rand.NewPCG(2026, 12))
-	logNormal := func() map[string]float64 {
-		loads := map[string]float64{}
-		for _, q := range queues {
-			loads[q] = math.Round(100*math.Exp(rng.NormFloat64())) / 10
-		}
-		return loads
-	}
-	// hotSpot gives the queues of broker hot a Zipf-like load, rank r carrying 40/r, and every other
-	// queue a load of 1.
-	hotSpot := func(hot string) map[string]float64 {
-		loads := map[string]float64{}
-		rank := 1
-		for _, q := range queues {
-			loads[q] = 1
-			if strings.Contains(q, "/"+hot+"/") {
-				loads[q] = math.Round(400/float64(rank)) / 10
-				rank++
-			}
-		}
-		return loads
-	}
-	// noisy returns loads with every queue's load changed by up to ±3%.
-	noisy := func(loads map[string]float64) map[string]float64 {
-		out := map[string]float64{}
-		for _, q := range queues { // in queue order, not the map's, so that every run draws the same
-			out[q] = math.Round(1000*loads[q]*(0.97+0.06*rng.Float64())) / 1000
-		}
-		return out
-	}
+	g := newLoadGen(topics[0], rand.New(rand.NewPCG(2026, 12)))
 	eight := pods(8)
-	hot := hotSpot("broker-a")
-	noise := []Step{{Label: "uniform", Members: eight, QueueLoad: hotSpot("none")}, {Label: "hot spot", Members: eight, QueueLoad: hot}}
+	hot := g.hotSpot("broker-a")
+	noise := []Step{{Label: "uniform", Members: eight, QueueLoad: g.hotSpot("none")}, {Label: "hot spot", Members: eight, QueueLoad: hot}}
 	for i := range 4 {
-		noise = append(noise, Step{Label: fmt.Sprintf("noise %d", i+1), Members: eight, QueueLoad: noisy(hot)})
+		noise = append(noise, Step{Label: fmt.Sprintf("noise %d", i+1), Members: eight, QueueLoad: g.noisy(hot)})
 	}
 	var wandering []Step
 	for _, b := range topics[0].Brokers {
-		wandering = append(wandering, Step{Label: "on " + b.Name, Members: eight, QueueLoad: hotSpot(b.Name)})
+		wandering = append(wandering, Step{Label: "on " + b.Name, Members: eight, QueueLoad: g.hotSpot(b.Name)})
 	}
 	return []Scenario{
 		{
@@ -317,8 +279,8 @@ func loadScenarios() []Scenario {
 			Description: "Eight pods read 48 queues whose loads are log-normal; the loads change, a pod joins, one leaves.",
 			Topics:      topics,
 			Steps: []Step{
-				{Label: "8 pods", Members: eight, QueueLoad: logNormal()},
-				{Label: "loads change", Members: eight, QueueLoad: logNormal()},
+				{Label: "8 pods", Members: eight, QueueLoad: g.logNormal()},
+				{Label: "loads change", Members: eight, QueueLoad: g.logNormal()},
 				{Label: "pod-8 joins", Members: pods(9)},
 				{Label: "pod-3 leaves", Members: without(pods(9), "pod-3")},
 			},
@@ -328,8 +290,8 @@ func loadScenarios() []Scenario {
 			Description: "Broker-a's queues carry a Zipf hot spot (40, 20, 13, ... per queue), every other queue 1; a pod joins.",
 			Topics:      topics,
 			Steps: []Step{
-				{Label: "uniform", Members: eight, QueueLoad: hotSpot("none")},
-				{Label: "hot spot", Members: eight, QueueLoad: hotSpot("broker-a")},
+				{Label: "uniform", Members: eight, QueueLoad: g.hotSpot("none")},
+				{Label: "hot spot", Members: eight, QueueLoad: g.hotSpot("broker-a")},
 				{Label: "pod-8 joins", Members: pods(9)},
 			},
 		},
@@ -343,7 +305,57 @@ func loadScenarios() []Scenario {
 			Name:        "load-wandering",
 			Description: "The Zipf hot spot moves from broker-a to broker-b to broker-c and away again, over eight pods.",
 			Topics:      topics,
-			Steps:       append(wandering, Step{Label: "gone", Members: eight, QueueLoad: hotSpot("none")}),
+			Steps:       append(wandering, Step{Label: "gone", Members: eight, QueueLoad: g.hotSpot("none")}),
 		},
 	}
+}
+
+// loadGen draws the built-in load scenarios' loads for the queues of one topic, in queue order, from one
+// seeded generator: the order of the calls fixes the loads.
+type loadGen struct {
+	queues []string
+	rng    *rand.Rand
+}
+
+func newLoadGen(t Topic, rng *rand.Rand) *loadGen {
+	g := &loadGen{rng: rng}
+	for _, b := range t.Brokers {
+		for id := range b.Queues {
+			g.queues = append(g.queues, fmt.Sprintf("%s/%s/%d", t.Name, b.Name, id))
+		}
+	}
+	return g
+}
+
+// logNormal gives every queue a log-normal load.
+func (g *loadGen) logNormal() map[string]float64 {
+	loads := map[string]float64{}
+	for _, q := range g.queues {
+		loads[q] = math.Round(100*math.Exp(g.rng.NormFloat64())) / 10
+	}
+	return loads
+}
+
+// hotSpot gives the queues of broker hot a Zipf-like load, rank r carrying 40/r, and every other queue a
+// load of 1.
+func (g *loadGen) hotSpot(hot string) map[string]float64 {
+	loads := map[string]float64{}
+	rank := 1
+	for _, q := range g.queues {
+		loads[q] = 1
+		if strings.Contains(q, "/"+hot+"/") {
+			loads[q] = math.Round(400/float64(rank)) / 10
+			rank++
+		}
+	}
+	return loads
+}
+
+// noisy returns loads with every queue's load changed by up to ±3%.
+func (g *loadGen) noisy(loads map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, q := range g.queues { // in queue order, not the map's, so that every run draws the same
+		out[q] = math.Round(1000*loads[q]*(0.97+0.06*g.rng.Float64())) / 1000
+	}
+	return out
 }
