@@ -176,6 +176,12 @@ func TestDrainReleasesQueuesBeforeDeletion(t *testing.T) {
 // Cooperative group whose members run the member package. It checks from what the members read that no
 // queue ever had two readers, that every queue is read again within the bound after its reader left, and
 // that the group settles.
+// randomizedMemberOptions are TestRandomizedHandoff's members: a 6 s Lease (renewed every 2 s, overdue
+// after 3 s) and a promise of 2 s (1 s contact timeout, 1 s stop timeout), so that revocations lapse by
+// the promise well before Leases run out, and both ways for a claim to let go are played.
+var randomizedMemberOptions = testenv.MemberOptions{LeaseDuration: 6 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
+	ContactTimeout: time.Second, StopTimeout: time.Second}
+
 func TestRandomizedHandoff(t *testing.T) {
 	const queues = 24
 	const revokeTimeout = 4
@@ -188,7 +194,7 @@ func TestRandomizedHandoff(t *testing.T) {
 	live := map[string]*testenv.SimMember{}
 	next := 0
 	newMember := func(name string) {
-		live[name] = startSimMember(t, "r", testenv.Pod(ns, name, "r").OnNode("n").Create(t, k8s), own)
+		live[name] = testenv.StartMember(t, restConfig, "r", testenv.Pod(ns, name, "r").OnNode("n").Create(t, k8s), own, randomizedMemberOptions)
 	}
 	removePod := func(m *testenv.SimMember) {
 		err := k8s.Delete(context.Background(), m.Pod, client.GracePeriodSeconds(0))
@@ -305,10 +311,10 @@ func TestRandomizedHandoff(t *testing.T) {
 			counts["hostile Lease"]++
 			createForgedLease(t, ns, "r", fmt.Sprintf("forged-%d", i), rng, queues)
 		default:
-			// It takes up to 0.8 s to apply an assignment, within the third of the 3 s lease duration an
-			// application has to stop once its member could not renew (protocol.StopAfter).
+			// It takes up to 0.45 s to apply an assignment: with one more on its way meanwhile, it stops
+			// reading a queue within 0.9 s of being told, inside its 1 s stop timeout.
 			counts["slow application"]++
-			victim.ApplyDelay.Store(int64(time.Duration(rng.IntN(800)) * time.Millisecond))
+			victim.ApplyDelay.Store(int64(time.Duration(rng.IntN(450)) * time.Millisecond))
 		}
 		var kind []string
 		for k, n := range counts {
@@ -355,13 +361,13 @@ func TestRandomizedHandoff(t *testing.T) {
 	// A queue goes unread from its reader's release until the next reader picks it up: at most the revoke
 	// timeout (an unresponsive old owner), plus twice the Lease duration (a hung member is noticed when its
 	// Lease expires), plus time for the operator and the API server.
-	if bound := time.Duration(revokeTimeout)*time.Second + 6*time.Second + 5*time.Second; own.LongestGap() > bound {
+	if bound := time.Duration(revokeTimeout)*time.Second + 2*randomizedMemberOptions.LeaseDuration + 5*time.Second; own.LongestGap() > bound {
 		// The events from a lease duration and a revoke timeout before the gap to its end, to tell which
 		// faults added up.
 		gap := own.Longest()
 		var during []string
 		for i, at := range historyAt {
-			if !at.Before(gap.From.Add(-time.Duration(revokeTimeout)*time.Second-memberOptions.LeaseDuration)) && !at.After(gap.To) {
+			if !at.Before(gap.From.Add(-time.Duration(revokeTimeout)*time.Second-randomizedMemberOptions.LeaseDuration)) && !at.After(gap.To) {
 				during = append(during, history[i])
 			}
 		}
