@@ -5,13 +5,17 @@ package member_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -107,7 +111,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // BenchmarkSteadyStateLeaseWrites counts the Lease writes of members with the default lease duration that
 // have nothing new to apply, at the API server: a watch on the members' namespace sees one event per write.
-// It counts over one lease duration and reports writes per second per 1,000 members.
+// It counts over one lease duration and reports writes per second per 1,000 members, and the reads the
+// members send meanwhile (contact fencing's metadata reads, and the check before each renewal).
 //
 //	go test -tags envtest ./pkg/member -run '^$' -bench SteadyStateLeaseWrites -benchtime 1x
 func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
@@ -115,11 +120,23 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 	ns := newNamespace(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var reads atomic.Int64
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = 10000, 10000
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
+				reads.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	counted := kubernetes.NewForConfigOrDie(cfg)
 	entries := map[string][]member.Queue{}
 	clients := make([]*member.Client, members)
 	for i := range members {
 		pod := newPod(b, ns, fmt.Sprintf("steady-%d", i))
-		c, err := member.New(cs, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true})
+		c, err := member.New(counted, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -138,6 +155,7 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 	})
 	window := protocol.DefaultLeaseDuration
 	var writes int
+	readsBefore := reads.Load()
 	for b.Loop() {
 		// Watch from now on: the Leases that exist are not writes of the window.
 		list, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
@@ -163,4 +181,9 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 		w.Stop()
 	}
 	b.ReportMetric(float64(writes)/float64(b.N)/window.Seconds()*1000/members, "lease-writes/s/1000-members")
+	b.ReportMetric(float64(reads.Load()-readsBefore)/float64(b.N)/window.Seconds()*1000/members, "reads/s/1000-members")
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
