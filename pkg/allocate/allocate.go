@@ -3,6 +3,13 @@
 // A strategy sees the whole group at once: every queue and every member. It returns the plan for every
 // member in one pass, where RocketMQ's client-side strategies make each client compute its own share.
 // The package imports nothing from Kubernetes, so every decision can be table-tested as data in, data out.
+//
+// Files: allocate.go the types and New, registry.go the constructors by name, order.go RocketMQ's sort
+// orders, one file per RocketMQ strategy (averagely.go, averagely_by_circle.go, by_config.go,
+// by_machine_room.go, consistent_hash.go, machine_room_nearby.go), measures.go and crosszone.go the
+// measures of a plan. Sticky is in steps: sticky.go the strategy and its pipeline, sticky_index.go the canonical
+// indexing of members, queues and the previous plan, sticky_balance.go balancing by count, sticky_zones.go
+// the locality repair after it, sticky_load.go balancing by load and sticky_swap.go its last exchange.
 package allocate
 
 import (

@@ -5,6 +5,12 @@
 // all read and write these objects through this package, so that no side spells the contract on its own.
 // docs/protocol.md describes it for clients in other languages.
 //
+// Files: names.go the names of objects and keys, entry.go the published Entry, ranges.go the range form of
+// a queue set that entries, claims and load reports share, queues.go operations on queue sets, compress.go
+// the compression of long annotation values, claim.go a member's Claim, load.go its LoadReport, scope.go
+// the bound a reader applies, lease.go the member Lease, layout.go the layout of an assignment over its
+// ConfigMaps as written, layout_read.go reading it back.
+//
 // Two objects carry the protocol:
 //
 //   - The assignment, written by the operator: the ConfigMap AssignmentName(group), one key per member pod
