@@ -32,10 +32,12 @@ type limits struct {
 type server struct {
 	client *member.Client
 	limits limits
+	// topics are the topics the operator assigns in the group; nil when the agent does not read them.
+	topics *groupTopics
 }
 
-func newHandler(c *member.Client, l limits) http.Handler {
-	s := &server{client: c, limits: l}
+func newHandler(c *member.Client, l limits, topics *groupTopics) http.Handler {
+	s := &server{client: c, limits: l, topics: topics}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/assignment", s.assignment)
 	mux.HandleFunc("POST /v1/ack", s.ack)
@@ -66,6 +68,10 @@ type assignmentResponse struct {
 	MessageQueues []messageQueue `json:"messageQueues"`
 	// Reason says why nothing is in force when generation is 0.
 	Reason string `json:"reason,omitempty"`
+	// AssignedTopics are the topics the operator assigns in the group, whether or not the pod has queues
+	// of them: the ConsumerGroup's spec.topics and, when the group assigns it, its retry topic. Absent when
+	// the agent could not read the ConsumerGroup. A client leaves the other topics to its own allocation.
+	AssignedTopics []string `json:"assignedTopics,omitempty"`
 }
 
 func (s *server) response(a member.Assignment) assignmentResponse {
@@ -85,6 +91,9 @@ func (s *server) response(a member.Assignment) assignmentResponse {
 	}
 	if a.Generation == 0 {
 		resp.Reason = st.Reason
+	}
+	if topics, ok := s.topics.get(); ok {
+		resp.AssignedTopics = topics
 	}
 	for i, q := range a.Queues {
 		resp.Queues[i] = q.String()
@@ -211,7 +220,8 @@ type healthResponse struct {
 	Error               string `json:"error,omitempty"`
 }
 
-// healthz is healthy once the assignment has been read and the Lease is being renewed, until a drain.
+// healthz is healthy once the assignment has been read, the Lease is being renewed and the view is
+// confirmed current (contact fencing), until a drain.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	st := s.client.Status()
 	resp := healthResponse{
@@ -235,6 +245,10 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 		}
 	case st.LeaseError != nil:
 		resp.Error = "renewing the Lease: " + st.LeaseError.Error()
+	case st.ContactLost != "":
+		// A view that cannot be confirmed is a loop that hangs or a pod cut off: a liveness probe that
+		// restarts the agent then gives the consumer its queues back as soon as the agent can see again.
+		resp.Error = st.ContactLost
 	default:
 		resp.OK = true
 	}

@@ -609,12 +609,21 @@ type Status struct {
 	LeaseError error
 	// Drained is set once Drain has stopped the member: it reads nothing until its process restarts.
 	Drained bool
+	// ContactLost says why the member has not confirmed its view for its contact timeout (contact
+	// fencing); "" while it has, or without contact fencing.
+	ContactLost string
 }
 
 // Status returns a snapshot of the client's state.
 func (c *Client) Status() Status {
 	synced, view := c.view.current()
 	renewedAt, leaseErr := c.keeper.renewal()
+	var contactLost string
+	if c.contact != nil {
+		if fresh, why := c.contact.status(c.cfg.Clock.Now()); !fresh {
+			contactLost = why
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Status{
@@ -627,5 +636,6 @@ func (c *Client) Status() Status {
 		LeaseRenewedAt:      renewedAt,
 		LeaseError:          leaseErr,
 		Drained:             c.stopped,
+		ContactLost:         contactLost,
 	}
 }

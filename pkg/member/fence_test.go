@@ -190,8 +190,14 @@ func TestStopsReadingWhenItCannotConfirmItsView(t *testing.T) {
 	if reason := c.Status().Reason; !strings.Contains(reason, "has not confirmed for 4s") {
 		t.Fatalf("reason %q", reason)
 	}
+	if lost := c.Status().ContactLost; !strings.Contains(lost, "the API server cannot be reached") {
+		t.Fatalf("Status().ContactLost = %q; want it to say why (the agent's /healthz reports it)", lost)
+	}
 
 	cutOff.Store(false)
 	clock.Step(time.Second)
 	poll(t, func() bool { return c.Current().Generation == 1 })
+	if lost := c.Status().ContactLost; lost != "" {
+		t.Fatalf("after a confirmation Status().ContactLost = %q", lost)
+	}
 }
