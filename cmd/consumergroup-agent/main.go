@@ -2,7 +2,7 @@
 // assignment over localhost HTTP, so a consumer in any language can follow the protocol of
 // docs/protocol.md without a Kubernetes client:
 //
-//	GET  /v1/assignment                      the assignment in force
+//	GET  /v1/assignment                      the assignment in force, and the topics the operator assigns
 //	GET  /v1/assignment?after=N&timeout=30s  wait for a generation other than N
 //	POST /v1/ack {"generation":N}            the consumer applied generation N
 //	POST /v1/drain                           the pod is shutting down: wait until the operator released its
@@ -101,7 +101,7 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Serving assignment", "address", ln.Addr().String(), "group", cfg.Group, "pod", cfg.Pod, "lease", client.LeaseName())
-	return serve(ctx, client, ln, limits{defaultPoll: min(30*time.Second, *maxPoll), maxPoll: *maxPoll, drain: *drainTimeout})
+	return serve(ctx, client, ln, limits{defaultPoll: min(30*time.Second, *maxPoll), maxPoll: *maxPoll, drain: *drainTimeout}, newGroupTopics(cs, cfg))
 }
 
 // allowNonLoopbackFlag names the flag that lets the agent listen beyond the pod's loopback.
@@ -128,14 +128,23 @@ func checkListen(addr string, allowNonLoopback bool) error {
 		addr, what, allowNonLoopbackFlag)
 }
 
-// serve runs the member client and the HTTP API on ln until ctx ends.
-func serve(ctx context.Context, client *member.Client, ln net.Listener, l limits) error {
+// serve runs the member client and the HTTP API on ln until ctx ends. topics, when not nil, is read once
+// before the API is served, so that a client never sees an assignment before the topics the operator
+// assigns while they can be read, and then follows the group.
+func serve(ctx context.Context, client *member.Client, ln net.Listener, l limits, topics *groupTopics) error {
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	runDone := make(chan error, 1)
 	go func() { runDone <- client.Run(runCtx) }()
+	topicsDone := make(chan struct{})
+	if topics != nil {
+		topics.refresh(ctx)
+		go func() { topics.run(runCtx, client); close(topicsDone) }()
+	} else {
+		close(topicsDone)
+	}
 
 	srv := &http.Server{
-		Handler:           newHandler(client, l),
+		Handler:           newHandler(client, l, topics),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -155,6 +164,7 @@ func serve(ctx context.Context, client *member.Client, ln net.Listener, l limits
 	_ = srv.Shutdown(shutdownCtx)
 	// The Lease stays: it is deleted with the pod, and a restarted agent takes it over.
 	cancelRun()
+	<-topicsDone
 	if runErr := <-runDone; runErr != nil && err == nil {
 		err = runErr
 	}

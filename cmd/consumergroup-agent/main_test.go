@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -66,6 +69,13 @@ const (
 )
 
 func startAgent(t *testing.T, prefix string, tweak func(*member.Config)) agent {
+	t.Helper()
+	return startAgentReading(t, prefix, tweak, nil)
+}
+
+// startAgentReading is startAgent with the agent reading the ConsumerGroup through readGroup; nil reads it
+// from the API server, which has no ConsumerGroup API here.
+func startAgentReading(t *testing.T, prefix string, tweak func(*member.Config), readGroup func(context.Context) ([]byte, error)) agent {
 	group, pod := agentGroup, agentPod
 	t.Helper()
 	ctx := context.Background()
@@ -95,10 +105,14 @@ func startAgent(t *testing.T, prefix string, tweak func(*member.Config)) agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	topics := newGroupTopics(cs, cfg)
+	if readGroup != nil {
+		topics.read = readGroup
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(runCtx, client, ln, limits{defaultPoll: 30 * time.Second, maxPoll: time.Minute, drain: time.Minute})
+		done <- serve(runCtx, client, ln, limits{defaultPoll: 30 * time.Second, maxPoll: time.Minute, drain: time.Minute}, topics)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -250,6 +264,86 @@ func TestAgentHTTPAPI(t *testing.T) {
 			t.Errorf("%s %s %s: %d %q, want %d mentioning %q", tc.method, tc.path, tc.body, code, e.Error, tc.code, tc.mentions)
 		}
 	}
+}
+
+// The agent reports the topics the operator assigns in the group, read from the ConsumerGroup, with
+// every assignment, including one that gives the pod none of their queues; it reads them again when a
+// new generation is published, and stops reporting them when it may no longer read the ConsumerGroup.
+func TestAgentReportsAssignedTopics(t *testing.T) {
+	// The ConsumerGroup's JSON, or the error reading it gives.
+	type answer struct {
+		json string
+		err  error
+	}
+	var group atomic.Pointer[answer]
+	group.Store(&answer{json: `{"metadata":{"name":"orders"},"spec":{"topics":[{"name":"orders"}],"nameServer":{"addresses":["10.0.0.1:9876"],"retryTopic":"Assign"}}}`})
+	var reads atomic.Int64
+	read := func(context.Context) ([]byte, error) {
+		reads.Add(1)
+		a := group.Load()
+		return []byte(a.json), a.err
+	}
+	a := startAgentReading(t, "agent-topics", nil, read)
+	assigned := func() []string {
+		var resp assignmentResponse
+		a.call("GET", "/v1/assignment", "", &resp)
+		return resp.AssignedTopics
+	}
+	// Read before the API is served: the first answer has them, with nothing published yet.
+	if got := assigned(); fmt.Sprint(got) != "[%RETRY%orders orders]" {
+		t.Fatalf("assignedTopics %q before anything is published, want [%%RETRY%%orders orders]", got)
+	}
+	// The pod has none of the retry topic's queues; the topic is the operator's all the same.
+	a.publish(1, map[string][]member.Queue{"consumer-0": orders(0), "consumer-1": {{Topic: "%RETRY%orders", Broker: "broker-a", ID: 0}}})
+	var resp assignmentResponse
+	eventually(t, func() error {
+		resp = assignmentResponse{}
+		if a.call("GET", "/v1/assignment", "", &resp); resp.Generation != 1 {
+			return fmt.Errorf("generation %d in force, want 1", resp.Generation)
+		}
+		return nil
+	})
+	if fmt.Sprint(resp.AssignedTopics) != "[%RETRY%orders orders]" || fmt.Sprint(resp.Queues) != "[orders/broker-a/0]" {
+		t.Fatalf("generation 1: %+v, want the queue orders/broker-a/0 and assignedTopics [%%RETRY%%orders orders]", resp)
+	}
+
+	// retryTopic: Ignore; the next generation makes the agent read the group again.
+	group.Store(&answer{json: `{"metadata":{"name":"orders"},"spec":{"topics":[{"name":"orders"}],"nameServer":{"addresses":["10.0.0.1:9876"],"retryTopic":"Ignore"}}}`})
+	a.publish(2, map[string][]member.Queue{"consumer-0": orders(0, 1)})
+	eventually(t, func() error {
+		if got := assigned(); fmt.Sprint(got) != "[orders]" {
+			return fmt.Errorf("assignedTopics %q after retryTopic Ignore and a new generation, want [orders]", got)
+		}
+		return nil
+	})
+
+	// A transient failure keeps what was read; a refusal makes the topics unknown, and they are not reported.
+	group.Store(&answer{err: errors.New("connection refused")})
+	before := reads.Load()
+	a.publish(3, map[string][]member.Queue{"consumer-0": orders(0)})
+	a.awaitGeneration(3)
+	eventually(t, func() error {
+		if reads.Load() == before {
+			return errors.New("the agent has not read the ConsumerGroup since generation 3")
+		}
+		return nil
+	})
+	if got := assigned(); fmt.Sprint(got) != "[orders]" {
+		t.Fatalf("assignedTopics %q after a failed read, want those read before, [orders]", got)
+	}
+	group.Store(&answer{err: apierrors.NewForbidden(schema.GroupResource{Group: "messaging.consumergroup.io", Resource: "consumergroups"}, "orders", errors.New("no RBAC"))})
+	a.publish(4, map[string][]member.Queue{"consumer-0": orders(1)})
+	eventually(t, func() error {
+		var raw map[string]any
+		a.call("GET", "/v1/assignment", "", &raw)
+		if raw["generation"] != float64(4) {
+			return fmt.Errorf("generation %v in force, want 4", raw["generation"])
+		}
+		if v, ok := raw["assignedTopics"]; ok {
+			return fmt.Errorf("assignedTopics %v reported while the ConsumerGroup may not be read, want the field absent", v)
+		}
+		return nil
+	})
 }
 
 // A load report put to the agent reaches the Lease with its next renewal, for the queues the pod reads.

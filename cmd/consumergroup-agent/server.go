@@ -32,10 +32,12 @@ type limits struct {
 type server struct {
 	client *member.Client
 	limits limits
+	// topics are the topics the operator assigns in the group; nil when the agent does not read them.
+	topics *groupTopics
 }
 
-func newHandler(c *member.Client, l limits) http.Handler {
-	s := &server{client: c, limits: l}
+func newHandler(c *member.Client, l limits, topics *groupTopics) http.Handler {
+	s := &server{client: c, limits: l, topics: topics}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/assignment", s.assignment)
 	mux.HandleFunc("POST /v1/ack", s.ack)
@@ -66,6 +68,10 @@ type assignmentResponse struct {
 	MessageQueues []messageQueue `json:"messageQueues"`
 	// Reason says why nothing is in force when generation is 0.
 	Reason string `json:"reason,omitempty"`
+	// AssignedTopics are the topics the operator assigns in the group, whether or not the pod has queues
+	// of them: the ConsumerGroup's spec.topics and, when the group assigns it, its retry topic. Absent when
+	// the agent could not read the ConsumerGroup. A client leaves the other topics to its own allocation.
+	AssignedTopics []string `json:"assignedTopics,omitempty"`
 }
 
 func (s *server) response(a member.Assignment) assignmentResponse {
@@ -85,6 +91,9 @@ func (s *server) response(a member.Assignment) assignmentResponse {
 	}
 	if a.Generation == 0 {
 		resp.Reason = st.Reason
+	}
+	if topics, ok := s.topics.get(); ok {
+		resp.AssignedTopics = topics
 	}
 	for i, q := range a.Queues {
 		resp.Queues[i] = q.String()
