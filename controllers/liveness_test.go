@@ -117,3 +117,42 @@ func TestLostNodesQueuesMoveWithinThePromise(t *testing.T) {
 		t.Fatal(errors.New("the cut-off member still reads queues by its own record"))
 	}
 }
+
+// TestCutOffMembersQueuesMoveWithinThePromise cuts one member off from the API server while its node
+// stays well (its kubelet renews the node's Lease): its process runs on and its pod stays Ready. With a
+// 20 s Lease (renewed every 6.67 s) it stops being a member once a renewal is overdue by half an
+// interval, 10 s after its last; its queues are revoked then and lapse 2 s (its promise) plus 1 s later,
+// where its Lease would have held them 20 s plus skew.
+func TestCutOffMembersQueuesMoveWithinThePromise(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "c", 8, 30).Create(t, k8s)
+	node := ns + "-n"
+	runKubelet(t, node)
+	opts := testenv.MemberOptions{LeaseDuration: 20 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
+		ContactTimeout: time.Second, StopTimeout: time.Second}
+	cut := testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, "c-0", "c").OnNode(node).Create(t, k8s), own, opts)
+	other := testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, "c-1", "c").OnNode(node).Create(t, k8s), own, opts)
+	waitForSettled(t, ns, "c", own, 8, 2)
+	held := own.Reading(cut.Reader())
+
+	cut.Partition(true)
+	at := time.Now()
+	eventually(t, 30*time.Second, func() error {
+		reading := own.Reading(other.Reader())
+		for _, q := range held {
+			if !slices.Contains(reading, q) {
+				return fmt.Errorf("queue %v is not read by the other member yet", q)
+			}
+		}
+		return nil
+	})
+	took := time.Since(at)
+	assertNoOverlap(t, own)
+	t.Logf("the cut-off member's queues were read again %v after it was cut off; longest unread: %s", took.Round(time.Millisecond), own.Longest())
+	// At most 10 s overdue (less when a renewal was due sooner), 3 s of promise and margin, and a few passes.
+	if took > 16*time.Second {
+		t.Fatalf("the cut-off member's queues took %v to be read again; want within 16 s, not the Lease's 20 s", took)
+	}
+}
