@@ -98,7 +98,8 @@ func (st *stickyState) spreadExtra(rest []int32, need int) {
 // returns how many extra queues remain to hand out.
 func (st *stickyState) spreadExtraToZones(rest []int32, need int, picked []bool) int {
 	nz := len(st.zoneIDs)
-	surplus := st.zoneSurplus()
+	surplus := make([]int64, nz) // made here, not in zoneSurplus, so that a few stay on the stack
+	st.zoneSurplus(surplus)
 	// Per zone, the positions in rest of its members, in rest's order.
 	inZone := make([][]int, nz)
 	for j, i := range rest {
@@ -122,9 +123,8 @@ func (st *stickyState) spreadExtraToZones(rest []int32, need int, picked []bool)
 	return need
 }
 
-// zoneSurplus is, per zone, its queues minus the quotas of its members.
-func (st *stickyState) zoneSurplus() []int64 {
-	surplus := make([]int64, len(st.zoneIDs))
+// zoneSurplus sets surplus[z], for every zone z, to the zone's queues minus the quotas of its members.
+func (st *stickyState) zoneSurplus(surplus []int64) {
 	for _, z := range st.qzone {
 		if z >= 0 {
 			surplus[z]++
@@ -135,7 +135,6 @@ func (st *stickyState) zoneSurplus() []int64 {
 			surplus[z] -= int64(st.quota[i])
 		}
 	}
-	return surplus
 }
 
 // richestZone is the zone with the largest surplus that has a member left to pick (inZone[z] past
@@ -214,7 +213,12 @@ func (st *stickyState) inZone(p, member int32) bool {
 // members, then, with MaxSkew, lets in-zone members absorb what would otherwise cross zones, and
 // finally fills the remaining deficits with the remaining queues.
 func (st *stickyState) place() {
-	byZone, zoneOff := st.membersByZone()
+	// The two arrays are made here, not in the functions that fill them, so that small ones stay on the
+	// stack.
+	zoneOff := make([]int32, len(st.zoneIDs)+1)
+	st.countZoneMembers(zoneOff)
+	byZone := make([]int32, zoneOff[len(zoneOff)-1])
+	st.bucketZoneMembers(byZone, zoneOff)
 	st.placeInZone(byZone, zoneOff)
 	if st.skew > 0 {
 		st.absorb(byZone, zoneOff)
@@ -229,11 +233,10 @@ func (st *stickyState) assign(p int, m int32) {
 	st.count[m]++
 }
 
-// membersByZone buckets the members of a zone by zone, in id order inside each zone:
-// byZone[zoneOff[z]:zoneOff[z+1]] are zone z's.
-func (st *stickyState) membersByZone() (byZone, zoneOff []int32) {
-	nz := len(st.zoneIDs)
-	zoneOff = make([]int32, nz+1)
+// countZoneMembers sets zoneOff, of one entry per zone and one more, to where each zone's members start in
+// the members bucketed by zone (and zoneOff[nz] to how many members have a zone).
+func (st *stickyState) countZoneMembers(zoneOff []int32) {
+	nz := len(zoneOff) - 1
 	for _, z := range st.mzone {
 		if z >= 0 {
 			zoneOff[z+1]++
@@ -242,15 +245,18 @@ func (st *stickyState) membersByZone() (byZone, zoneOff []int32) {
 	for z := range nz {
 		zoneOff[z+1] += zoneOff[z]
 	}
-	byZone = make([]int32, zoneOff[nz])
-	fill := slices.Clone(zoneOff[:nz])
+}
+
+// bucketZoneMembers fills byZone with the members of a zone bucketed by zone, in id order inside each
+// zone: byZone[zoneOff[z]:zoneOff[z+1]] are zone z's.
+func (st *stickyState) bucketZoneMembers(byZone, zoneOff []int32) {
+	fill := slices.Clone(zoneOff[:len(zoneOff)-1])
 	for i, z := range st.mzone {
 		if z >= 0 {
 			byZone[fill[z]] = int32(i)
 			fill[z]++
 		}
 	}
-	return byZone, zoneOff
 }
 
 // placeInZone walks the unowned queues in canonical order; each goes to its broker zone's next member

@@ -122,7 +122,8 @@ func (st *stickyState) indexQueues() {
 	for i := range st.table {
 		st.table[i] = -1
 	}
-	gorder := st.sortedGroups()
+	gorder := make([]int32, len(st.groups)) // made here, not in sortGroups, so that a few stay on the stack
+	st.sortGroups(gorder)
 	// qg is not read again: its memory becomes the canonical order.
 	st.order = qg[:0]
 	st.spare = byGroup
@@ -181,9 +182,8 @@ func (st *stickyState) bucketByGroup(qg, byGroup []int32) {
 	}
 }
 
-// sortedGroups returns the group indices ordered by (topic, broker).
-func (st *stickyState) sortedGroups() []int32 {
-	gorder := make([]int32, len(st.groups))
+// sortGroups fills gorder, of one entry per group, with the group indices ordered by (topic, broker).
+func (st *stickyState) sortGroups(gorder []int32) {
 	for g := range gorder {
 		gorder[g] = int32(g)
 	}
@@ -194,7 +194,6 @@ func (st *stickyState) sortedGroups() []int32 {
 		}
 		return strings.Compare(ka.broker, kb.broker)
 	})
-	return gorder
 }
 
 // orderDense appends a dense group's distinct queues to the canonical order by id, through its slice of
