@@ -46,6 +46,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/rocketmqstandin"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testoperator"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
@@ -81,8 +82,9 @@ const (
 	// revokeTimeout is the group's revokeTimeoutSeconds: a member that does not acknowledge a revocation
 	// is fenced after it, which would show as a handoff slower than the bounds below.
 	revokeTimeout = 30
-	// retryTopic is the retry topic RocketMQ subscribes a clustering consumer to, besides its topics. The
-	// operator does not assign it: the strategy hands it to another strategy.
+	// retryTopic is the retry topic RocketMQ subscribes a clustering consumer to, besides its topics. A
+	// group with static topics does not assign it: the strategy hands it to another strategy. A group
+	// that discovers its topics from a name server assigns it, and the strategy follows the operator.
 	retryTopic = "%RETRY%g"
 )
 
@@ -92,10 +94,39 @@ var (
 		{Name: "orders", Brokers: []v1alpha1.Broker{testenv.Broker("broker-a", 4, ""), testenv.Broker("broker-b", 4, "")}},
 		{Name: "audit", Brokers: []v1alpha1.Broker{testenv.Broker("broker-a", 4, "")}},
 	}
-	assigned   = map[string]bool{"orders": true, "audit": true}
 	allQueues  = queuesOf(topics)
 	retryQueue = retryTopic + "/broker-a/0"
 )
+
+// world is what a case runs: the group, the topics the driver subscribes to, and which of them the
+// operator assigns.
+type world struct {
+	// group is the ConsumerGroup, in namespace ns.
+	group func(ns string) *v1alpha1.ConsumerGroup
+	// driverArgs are RebalanceDriver's subscriptions.
+	driverArgs []string
+	// assigned are the topics the operator assigns, whose queues the ownership record follows.
+	assigned map[string]bool
+	// allQueues are the queues the operator assigns, sorted.
+	allQueues []allocate.Queue
+}
+
+// staticWorld is the group with static topics: the operator assigns orders and audit, not the retry topic.
+func staticWorld() world {
+	return world{
+		group: func(ns string) *v1alpha1.ConsumerGroup {
+			g := testenv.Group(ns, group)
+			for _, topic := range topics {
+				g.Topic(topic.Name, topic.Brokers...)
+			}
+			return g.Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
+				Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To[int32](revokeTimeout)}).Obj()
+		},
+		driverArgs: driverArgs(topics),
+		assigned:   map[string]bool{"orders": true, "audit": true},
+		allQueues:  allQueues,
+	}
+}
 
 // queuesOf lists the queues of topics, sorted.
 func queuesOf(topics []v1alpha1.Topic) []allocate.Queue {
@@ -132,6 +163,7 @@ func TestOperatorAllocateStrategy(t *testing.T) {
 	t.Run("HandsQueuesOverOnRebalance", func(t *testing.T) { testHandsQueuesOverOnRebalance(t, tools) })
 	t.Run("Drains", func(t *testing.T) { testDrains(t, tools) })
 	t.Run("ConsumesNothingWithoutTheAgent", func(t *testing.T) { testConsumesNothingWithoutTheAgent(t, tools) })
+	t.Run("FollowsTheOperatorOnTheRetryTopic", func(t *testing.T) { testFollowsTheOperatorOnTheRetryTopic(t, tools) })
 }
 
 // testHoldsWhatTheOperatorPublished: the driver, through the strategy, holds exactly the queues the
@@ -145,8 +177,10 @@ func testHoldsWhatTheOperatorPublished(t *testing.T, tools tools) {
 	t.Logf("at generation %d the driver holds %v", gen, holding)
 	f.checkNoTwoReaders()
 	f.checkAcksFollowHoldings()
+	// The agent reports that the operator assigns orders and audit: the retry topic is left to the other
+	// strategy, which, with this one consumer, gives it every queue.
 	if !slices.Contains(holding, retryQueue) {
-		t.Errorf("the driver holds %v, without %s: the strategy did not hand the retry topic to its other strategy", holding, retryQueue)
+		t.Errorf("the driver holds %v, without %s: the strategy did not hand the retry topic, which the operator does not assign, to its other strategy", holding, retryQueue)
 	}
 }
 
@@ -163,7 +197,7 @@ func testHandsQueuesOverOnRebalance(t *testing.T, tools tools) {
 	t0 := time.Now()
 	sim2 := f.startSim("sim-2")
 	// The handoff: the driver lets go of the new member's share, acknowledges, and the new member reads it.
-	share := len(allQueues) / 3
+	share := len(f.allQueues) / 3
 	testenv.Poll(t, 15*time.Second, 20*time.Millisecond, f.describe, func() error {
 		if n := len(f.own.Reading(sim2.Reader())); n != share {
 			return fmt.Errorf("the new member reads %d queues, want %d", n, share)
@@ -235,7 +269,7 @@ func testDrains(t *testing.T, tools tools) {
 		t.Errorf("the drain returned while the driver still read %v", held)
 	}
 	holding, _ := f.driver.last()
-	if q := managed(holding); len(q) != 0 {
+	if q := f.driver.managed(holding); len(q) != 0 {
 		t.Errorf("the driver's last line holds %v after the drain, want none of the group's queues", q)
 	}
 	_, entries := f.history.snapshot(f.pod.UID)
@@ -246,8 +280,8 @@ func testDrains(t *testing.T, tools tools) {
 		t.Errorf("the Lease acknowledges generation %d, the drain said %d", acked, drained.Acked)
 	}
 	testenv.Eventually(t, 15*time.Second, func() error {
-		if n := len(f.own.Reading(sim.Reader())); n != len(allQueues) {
-			return fmt.Errorf("the other member reads %d of %d queues", n, len(allQueues))
+		if n := len(f.own.Reading(sim.Reader())); n != len(f.allQueues) {
+			return fmt.Errorf("the other member reads %d of %d queues", n, len(f.allQueues))
 		}
 		return nil
 	})
@@ -285,6 +319,67 @@ func testConsumesNothingWithoutTheAgent(t *testing.T, tools tools) {
 	if holding, _ := f.driver.last(); !slices.Contains(holding, retryQueue) {
 		t.Errorf("the driver holds %v without the agent, want %s still: that topic does not depend on the agent", holding, retryQueue)
 	}
+}
+
+// testFollowsTheOperatorOnTheRetryTopic: a group that discovers its topic from a name server assigns its
+// retry topic too. The strategy, given only orders, learns from the agent that the operator assigns the
+// retry topic and holds exactly the retry queue the operator publishes for the pod: the queue while the
+// pod is alone, none once the operator gives it to another member. With Averagely over the sorted queues
+// and members, the retry topic's queue, first of the queues, goes to a-sim, first of the members; were the
+// retry topic left to the other strategy, the driver would go on holding it and two members would read it.
+func testFollowsTheOperatorOnTheRetryTopic(t *testing.T, tools tools) {
+	nsrv := rocketmqstandin.Start(t)
+	nsrv.SetTopic("orders", rocketmqstandin.Broker{Name: "broker-a", Queues: 4})
+	nsrv.SetTopic(retryTopic, rocketmqstandin.Broker{Name: "broker-a", Queues: 1})
+	discovered := []v1alpha1.Topic{
+		{Name: "orders", Brokers: []v1alpha1.Broker{testenv.Broker("broker-a", 4, "")}},
+		{Name: retryTopic, Brokers: []v1alpha1.Broker{testenv.Broker("broker-a", 1, "")}},
+	}
+	f := setUpWorld(t, tools, world{
+		group: func(ns string) *v1alpha1.ConsumerGroup {
+			g := testenv.Group(ns, group).Strategy(v1alpha1.Strategy{Type: v1alpha1.Averagely}).
+				Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To[int32](revokeTimeout)}).Obj()
+			g.Spec.Topics = []v1alpha1.Topic{{Name: "orders"}}
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, RefreshIntervalSeconds: ptr.To[int32](1)}
+			return g
+		},
+		// The strategy is given orders only: that the retry topic is the operator's it learns from the agent.
+		driverArgs: []string{"--other-topic=" + retryTopic + ":broker-a=1", "--topic=orders:broker-a=4"},
+		assigned:   map[string]bool{"orders": true, retryTopic: true},
+		allQueues:  queuesOf(discovered),
+	})
+
+	f.waitSettled(30 * time.Second)
+	p, err := f.published()
+	testenv.Must(t, err)
+	holding, _ := f.driver.last()
+	if !slices.Contains(queueStrings(p.entries[javaPod]), retryQueue) || !slices.Contains(holding, retryQueue) {
+		t.Fatalf("alone, at generation %d the pod is given %v and the driver holds %v; want both to have %s", p.generation, p.entries[javaPod], holding, retryQueue)
+	}
+
+	sim := f.startSim("a-sim")
+	gen := f.waitSettled(30*time.Second, sim)
+	p, err = f.published()
+	testenv.Must(t, err)
+	holding, _ = f.driver.last()
+	t.Logf("at generation %d the operator gives %s %v and a-sim %v; the driver holds %v", gen, javaPod, p.entries[javaPod], p.entries["a-sim"], holding)
+	if !slices.Contains(queueStrings(p.entries["a-sim"]), retryQueue) {
+		t.Fatalf("generation %d gives a-sim %v, without %s: the case needs the operator to give the retry queue to the other member", p.generation, p.entries["a-sim"], retryQueue)
+	}
+	if slices.Contains(holding, retryQueue) {
+		t.Errorf("the driver holds %v, with %s, which the operator gives a-sim: the strategy did not follow the operator on the retry topic", holding, retryQueue)
+	}
+	f.checkNoTwoReaders()
+	f.checkAcksFollowHoldings()
+}
+
+// queueStrings are queues as "topic/broker/id".
+func queueStrings(qs []allocate.Queue) []string {
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		out[i] = q.String()
+	}
+	return out
 }
 
 // tools are what the tests run: the agent binary, the compiled classes, java, and a kubeconfig file.
@@ -359,27 +454,28 @@ type fixture struct {
 	stopAgent func()
 	driver    *driver
 	history   *history
+	// allQueues are the queues the operator assigns, sorted.
+	allQueues []allocate.Queue
 }
 
 func setUp(t *testing.T, tools tools) *fixture {
 	t.Helper()
-	f := &fixture{t: t, tools: tools, ns: testoperator.Start(t, restConfig, k8s, "java"), own: testenv.NewOwnership()}
+	return setUpWorld(t, tools, staticWorld())
+}
+
+func setUpWorld(t *testing.T, tools tools, w world) *fixture {
+	t.Helper()
+	f := &fixture{t: t, tools: tools, ns: testoperator.Start(t, restConfig, k8s, "java"), own: testenv.NewOwnership(), allQueues: w.allQueues}
 
 	// The pod's ConfigMap and Lease, from before the group exists: every generation and acknowledgement.
 	f.history = watchHistory(t, f.ns)
 
-	g := testenv.Group(f.ns, group)
-	for _, topic := range topics {
-		g.Topic(topic.Name, topic.Brokers...)
-	}
-	g.Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
-		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To[int32](revokeTimeout)}).
-		Create(t, k8s)
+	testenv.Must(t, k8s.Create(context.Background(), w.group(f.ns)))
 	// On a node, so that deleting it leaves it Terminating while its preStop hook drains, as a kubelet does.
 	f.pod = testenv.Pod(f.ns, javaPod, group).OnNode("node-0").Create(t, k8s)
 	f.reader = f.pod.Name + "/" + string(f.pod.UID)
 	f.startAgent()
-	f.driver = startDriver(t, tools, f.agentURL, f.own, f.reader)
+	f.driver = startDriver(t, tools, f.agentURL, f.own, f.reader, w)
 	return f
 }
 
@@ -519,7 +615,7 @@ func (f *fixture) waitSettled(timeout time.Duration, sims ...*testenv.SimMember)
 				return fmt.Errorf("%s reads %v, generation %d gives it %v", pod, got, p.generation, want)
 			}
 		}
-		for _, q := range allQueues {
+		for _, q := range f.allQueues {
 			if n := f.own.Readers(q); n != 1 {
 				return fmt.Errorf("%s has %d readers", q, n)
 			}
@@ -554,7 +650,7 @@ func (f *fixture) timeline() string {
 	}
 	f.history.mu.Unlock()
 	for _, l := range f.driver.linesSince(0) {
-		events = append(events, event{time.UnixMicro(l.At), fmt.Sprintf("driver holds %d queues (%s round)", len(managed(l.Holding)), l.Cause)})
+		events = append(events, event{time.UnixMicro(l.At), fmt.Sprintf("driver holds %d queues (%s round)", len(f.driver.managed(l.Holding)), l.Cause)})
 	}
 	slices.SortFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
 	var b strings.Builder
@@ -603,7 +699,7 @@ func (f *fixture) checkAcksFollowHoldings() {
 			continue
 		}
 		held := f.driver.holdingAt(a.at)
-		for topic := range assigned {
+		for topic := range f.driver.assigned {
 			got := byTopic(held, topic)
 			ok := false
 			for gen, queues := range entries {
@@ -743,6 +839,9 @@ func (h *history) snapshot(uid types.UID) ([]ack, map[int64][]allocate.Queue) {
 
 // driver is a running RebalanceDriver: its lines, applied to an Ownership as they come.
 type driver struct {
+	// assigned are the topics the operator assigns; the driver's other queues are not followed.
+	assigned map[string]bool
+
 	mu     sync.Mutex
 	lines  []line
 	failed error
@@ -756,10 +855,10 @@ type line struct {
 	Error   string   `json:"error"`
 }
 
-func startDriver(t *testing.T, tools tools, agentURL string, own *testenv.Ownership, reader string) *driver {
+func startDriver(t *testing.T, tools tools, agentURL string, own *testenv.Ownership, reader string, w world) *driver {
 	t.Helper()
 	args := append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", tools.classes, "io.consumergroup.rocketmq.RebalanceDriver",
-		"--agent=" + agentURL, "--group=" + group, "--cid=" + javaPod}, driverArgs(topics)...)
+		"--agent=" + agentURL, "--group=" + group, "--cid=" + javaPod}, w.driverArgs...)
 	cmd := exec.Command(tools.java, args...)
 	stdin, err := cmd.StdinPipe()
 	testenv.Must(t, err)
@@ -771,7 +870,7 @@ func startDriver(t *testing.T, tools tools, agentURL string, own *testenv.Owners
 	cmd.Stderr = errFile
 	testenv.Must(t, cmd.Start())
 
-	d := &driver{}
+	d := &driver{assigned: w.assigned}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -783,7 +882,7 @@ func startDriver(t *testing.T, tools tools, agentURL string, own *testenv.Owners
 				d.fail(fmt.Errorf("the driver printed %q", sc.Text()))
 				continue
 			}
-			queues, err := parseQueues(managed(l.Holding))
+			queues, err := parseQueues(d.managed(l.Holding))
 			if err != nil {
 				d.fail(err)
 				continue
@@ -864,15 +963,15 @@ func (d *driver) holdingAt(t time.Time) []allocate.Queue {
 			holding = l.Holding
 		}
 	}
-	queues, _ := parseQueues(managed(holding))
+	queues, _ := parseQueues(d.managed(holding))
 	return queues
 }
 
 // managed keeps the queues of the topics the operator assigns.
-func managed(holding []string) []string {
+func (d *driver) managed(holding []string) []string {
 	var out []string
 	for _, q := range holding {
-		if i := strings.Index(q, "/"); i > 0 && assigned[q[:i]] {
+		if i := strings.Index(q, "/"); i > 0 && d.assigned[q[:i]] {
 			out = append(out, q)
 		}
 	}

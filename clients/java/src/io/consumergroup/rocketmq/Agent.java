@@ -7,8 +7,10 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.rocketmq.common.message.MessageQueue;
 
@@ -17,11 +19,16 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * safe for concurrent use: it holds nothing but an HttpClient, which is.
  */
 final class Agent {
-    /** An assignment the agent serves. Generation 0 means consume nothing; reason then says why. */
-    record Assignment(long generation, List<MessageQueue> messageQueues, String reason) {
+    /**
+     * An assignment the agent serves. Generation 0 means consume nothing; reason then says why.
+     * assignedTopics are the topics the operator assigns in the group, whether or not this pod has queues
+     * of them; null when the agent does not report them (it cannot read the ConsumerGroup, or predates
+     * the field) or cannot be reached.
+     */
+    record Assignment(long generation, List<MessageQueue> messageQueues, String reason, Set<String> assignedTopics) {
         /** What is in force when the agent cannot be reached: nothing. */
         static Assignment unreachable(Exception e) {
-            return new Assignment(0, List.of(), "the agent cannot be reached: " + e);
+            return new Assignment(0, List.of(), "the agent cannot be reached: " + e, null);
         }
     }
 
@@ -107,9 +114,24 @@ final class Agent {
                 queues.add(new MessageQueue((String) q.get("topic"), (String) q.get("brokerName"), (int) id));
             }
         }
+        Set<String> assignedTopics = null;
+        Object topics = m.get("assignedTopics");
+        if (topics != null) {
+            if (!(topics instanceof List)) {
+                throw new IOException("the agent's assignedTopics is not a list: " + body);
+            }
+            Set<String> ts = new HashSet<>();
+            for (Object t : (List<?>) topics) {
+                if (!(t instanceof String)) {
+                    throw new IOException("the agent's assignedTopics lists something other than a topic name: " + t);
+                }
+                ts.add((String) t);
+            }
+            assignedTopics = Set.copyOf(ts);
+        }
         Object reason = m.get("reason");
         return new Assignment(number(m.get("generation"), "generation"), List.copyOf(queues),
-            reason instanceof String ? (String) reason : "");
+            reason instanceof String ? (String) reason : "", assignedTopics);
     }
 
     private static Map<?, ?> object(String body) throws IOException {

@@ -34,6 +34,12 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * generation N or later and allocated again. Generation 0, or an agent that cannot be reached, gives no
  * queues: consume nothing.
  *
+ * <p>A topic is the operator's when it is in the set given to the constructor, when the agent reports that
+ * the operator assigns it ({@code assignedTopics}, which it reads from the ConsumerGroup: the group's
+ * topics and, for a group that assigns it, its retry topic {@code %RETRY%<group>}), or when the assignment
+ * gives this pod queues of it. Its queues are then exactly the operator's, even when this pod has none of
+ * them. Any other topic goes to the fallback strategy.
+ *
  * <p>RocketMQ rebalances every 20 s. {@link #start} runs a thread that long-polls the agent and, when a new
  * generation arrives, asks for rebalances every 200 ms until every topic has applied it and it is
  * acknowledged: a handoff takes two rounds, not two periods.
@@ -78,6 +84,11 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
     private final Map<String, Served> served = new HashMap<>();
     /** What is in force for each topic: what allocate returned before its latest call. */
     private final Map<String, Served> applied = new HashMap<>();
+    /**
+     * The topics the agent last reported the operator assigns, for when it cannot be reached; null when it
+     * did not report them.
+     */
+    private Set<String> operatorTopics;
     /** Numbers the fetches from the agent in the order they start. */
     private long fetches;
     /** The highest generation fetched, and the highest acknowledged, in this incarnation of the group. */
@@ -90,7 +101,7 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
 
     /**
      * A strategy for the consumer's subscribed topics that the operator assigns, talking to the agent at
-     * {@link #DEFAULT_AGENT}. Other topics get no queues.
+     * {@link #DEFAULT_AGENT}. Topics the operator does not assign get no queues.
      */
     public OperatorAllocateStrategy(Set<String> topics) {
         this(topics, DEFAULT_AGENT, null);
@@ -102,11 +113,15 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
     }
 
     /**
-     * A strategy for topics, the consumer's subscribed topics that the group assigns, talking to the agent
-     * at agent. Topics the operator does not assign, such as the retry topic {@code %RETRY%<group>} RocketMQ
-     * subscribes a clustering consumer to, go to others (such as {@code new AllocateMessageQueueAveragely()});
-     * with others null they get no queues. Every topic in topics must be one the consumer subscribes to:
-     * generations are acknowledged once all of them have applied it.
+     * A strategy for topics, the consumer's subscribed topics that the group lists, talking to the agent
+     * at agent. A subscribed topic not in topics is the operator's too when the agent reports that the
+     * operator assigns it, as it does for the retry topic {@code %RETRY%<group>} RocketMQ subscribes a
+     * clustering consumer to when the group discovers its topics from a name server; from its first
+     * allocation on, acknowledgements wait for it as for topics. Topics the operator does not assign (a
+     * retry topic of a group with static topics, or with {@code retryTopic: Ignore}) go to others (such as
+     * {@code new AllocateMessageQueueAveragely()}); with others null they get no queues. Every topic in
+     * topics must be one the consumer subscribes to: generations are acknowledged once all of them have
+     * applied it.
      */
     public OperatorAllocateStrategy(Set<String> topics, URI agent, AllocateMessageQueueStrategy others) {
         if (topics == null || topics.isEmpty()) {
@@ -134,22 +149,25 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
             return new ArrayList<>();
         }
         String topic = mqAll.get(0).getTopic();
-        if (!topics.contains(topic)) {
-            return others == null ? new ArrayList<>() : others.allocate(consumerGroup, currentCID, mqAll, cidAll);
-        }
         Due due = applied(topic);
         if (due != null) {
             acknowledge(due);
         }
         long fetch = startFetch();
         Agent.Assignment a;
+        boolean reachable = true;
         try {
             a = agent.current();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             a = Agent.Assignment.unreachable(e);
+            reachable = false;
         } catch (IOException | RuntimeException e) {
             a = Agent.Assignment.unreachable(e);
+            reachable = false;
+        }
+        if (!operators(topic, a, reachable)) {
+            return others == null ? new ArrayList<>() : others.allocate(consumerGroup, currentCID, mqAll, cidAll);
         }
         if (a.generation() == 0) {
             LOG.log(System.Logger.Level.DEBUG, "No assignment in force for topic {0}: {1}; consuming none of its queues", topic, a.reason());
@@ -203,6 +221,38 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
     }
 
     /**
+     * Whether the operator assigns topic, by a: a topic of the constructor's set, one the agent reports the
+     * operator assigns, or one the assignment gives this pod queues of. With the agent unreachable, what
+     * it reported last decides. A topic that is not (any longer) the operator's stops holding back
+     * acknowledgements.
+     */
+    private synchronized boolean operators(String topic, Agent.Assignment a, boolean reachable) {
+        if (reachable) {
+            operatorTopics = a.assignedTopics();
+        }
+        boolean ours = topics.contains(topic) || (operatorTopics != null && operatorTopics.contains(topic));
+        for (MessageQueue mq : a.messageQueues()) {
+            ours = ours || mq.getTopic().equals(topic);
+        }
+        if (!ours) {
+            served.remove(topic);
+            applied.remove(topic);
+        }
+        return ours;
+    }
+
+    /**
+     * The topics acknowledgements wait for: those of the constructor's set, and those the operator
+     * assigns that allocate has been called for. RocketMQ calls allocate for a subscribed topic only once
+     * it has a route, so a retry topic that does not exist yet holds nothing back. Guarded by this.
+     */
+    private Set<String> required() {
+        Set<String> all = new HashSet<>(topics);
+        all.addAll(served.keySet());
+        return all;
+    }
+
+    /**
      * Records that what allocate last returned for topic is in force, and returns the acknowledgement
      * now due, if any: the lowest generation in force across the topics, once every topic has one.
      */
@@ -212,7 +262,7 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
             applied.put(topic, s);
         }
         long min = Long.MAX_VALUE;
-        for (String t : topics) {
+        for (String t : required()) {
             Served a = applied.get(t);
             if (a == null) {
                 return null;
@@ -271,7 +321,7 @@ public final class OperatorAllocateStrategy implements AllocateMessageQueueStrat
     private synchronized Set<String> lagging(long since) {
         Set<String> lag = new TreeSet<>();
         long min = Long.MAX_VALUE;
-        for (String t : topics) {
+        for (String t : required()) {
             Served a = applied.get(t);
             if (a == null || a.fetch() <= since) {
                 lag.add(t);

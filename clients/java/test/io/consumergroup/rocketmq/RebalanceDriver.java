@@ -34,8 +34,10 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *     [--other-topic=%RETRY%orders:broker-a=1]
  * </pre>
  *
- * {@code --topic} names a topic the operator assigns; {@code --other-topic} one it does not, which the
- * strategy hands to a stand-in for AllocateMessageQueueAveragely with this one consumer: all its queues.
+ * {@code --topic} names a topic given to the strategy as one the operator assigns; {@code --other-topic} a
+ * subscribed topic that is not, such as the retry topic: the strategy takes its queues from the operator
+ * when the agent reports the operator assigns it, and otherwise hands it to a stand-in for
+ * AllocateMessageQueueAveragely with this one consumer, which gives it all its queues.
  */
 public final class RebalanceDriver {
     private final String group;
