@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,14 +95,14 @@ func (p *problem) Error() string { return p.Reason + ": " + p.Message }
 const maxStatusMembers = 4096
 
 // statusFor computes the group's status from the decision of this pass. It starts from the current status
-// so that condition transition times move only when a condition flips.
+// so that condition transition times move only when a condition flips. Each condition is set by a function
+// of its own, in the order below: Reconciling reads Progressing and Tampered as just set.
 func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1alpha1.ConsumerGroupStatus {
 	status := *group.Status.DeepCopy()
 	status.ObservedGeneration = group.Generation
 	// Never back: a ConfigMap deleted later comes back above anything a member may have seen.
 	status.AssignmentGeneration = max(d.generation, group.Status.AssignmentGeneration)
 	status.AssignmentConfigMap = ""
-	status.Members = nil
 	status.LastRebalanceTime = nil
 	if d.generation > 0 && d.published {
 		status.AssignmentConfigMap = assignmentName(group)
@@ -110,10 +111,24 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 			status.LastRebalanceTime = &t
 		}
 	}
+	setMemberLines(&status, group, d)
 
-	// Member lines and counts describe what is published, which is what the pods act on.
+	c := conditionSetter{status: &status, generation: group.Generation, now: now}
+	setReady(c, d)
+	setProgressing(c, d.handoff)
+	setFenced(c, d.handoff)
+	setTampered(c, group, d)
+	setStalled(c, d)
+	setReconciling(c, d)
+	return status
+}
+
+// setMemberLines writes the member lines and the counts. They describe what is published, which is what
+// the pods act on.
+func setMemberLines(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, d *decision) {
+	status.Members = nil
 	queues := 0
-	for _, pod := range slices.Sorted(mapKeys(d.entries)) {
+	for _, pod := range slices.Sorted(maps.Keys(d.entries)) {
 		e := d.entries[pod]
 		line := v1alpha1.MemberStatus{ID: e.Member, Pod: pod, Queues: int32(len(e.Queues))}
 		if lease, ok := d.memberLeases[pod]; ok {
@@ -142,95 +157,128 @@ func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1al
 	if d.totalLoad != nil {
 		status.TotalLoad = strconv.FormatFloat(*d.totalLoad, 'g', 4, 64)
 	}
+}
 
-	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message,
-			ObservedGeneration: group.Generation, LastTransitionTime: now})
-	}
-	healthy := "The assignment follows the spec and the members"
+// conditionSetter sets a status's conditions for one generation of the spec at one time.
+type conditionSetter struct {
+	status     *v1alpha1.ConsumerGroupStatus
+	generation int64
+	now        metav1.Time
+}
+
+func (c conditionSetter) set(typ string, s metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&c.status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: message,
+		ObservedGeneration: c.generation, LastTransitionTime: c.now})
+}
+
+func (c conditionSetter) find(typ string) *metav1.Condition {
+	return meta.FindStatusCondition(c.status.Conditions, typ)
+}
+
+const healthyMessage = "The assignment follows the spec and the members"
+
+// setReady sets Ready, Degraded and Paused: whether the assignment follows the spec, and why not.
+func setReady(c conditionSetter, d *decision) {
 	switch {
 	case d.paused:
 		msg := fmt.Sprintf("spec.paused is true: assignment generation %d stays published; a new member gets no queue and a departed member's queues wait until spec.paused is false", d.generation)
-		set(ConditionReady, metav1.ConditionFalse, ReasonPaused, msg)
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "Nothing is wrong: the group is paused")
-		set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, msg)
+		c.set(ConditionReady, metav1.ConditionFalse, ReasonPaused, msg)
+		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "Nothing is wrong: the group is paused")
+		c.set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, msg)
+		return
 	case d.problem != nil:
 		msg := d.problem.Message
 		if d.generation > 0 {
 			msg += fmt.Sprintf("; assignment generation %d stays published", d.generation)
 		}
-		set(ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
-		set(ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
+		c.set(ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
+		c.set(ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
 	case len(d.members) == 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonNoMembers, "No Running and Ready pod matches spec.selector")
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthy)
+		c.set(ConditionReady, metav1.ConditionFalse, ReasonNoMembers, "No Running and Ready pod matches spec.selector")
+		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
 	default:
-		set(ConditionReady, metav1.ConditionTrue, ReasonAssigned,
+		c.set(ConditionReady, metav1.ConditionTrue, ReasonAssigned,
 			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", d.generation, d.queueCount, len(d.members)))
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthy)
+		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
 	}
+	c.set(ConditionPaused, metav1.ConditionFalse, ReasonActive, "The operator publishes what the spec and the members ask")
+}
 
-	if !d.paused {
-		set(ConditionPaused, metav1.ConditionFalse, ReasonActive, "The operator publishes what the spec and the members ask")
+// setProgressing says which queues wait for a handoff, and for whose acknowledgement.
+func setProgressing(c conditionSetter, h handoffResult) {
+	if len(h.state.Revocations) == 0 && h.withheld == 0 {
+		c.set(ConditionProgressing, metav1.ConditionFalse, ReasonStable, "No queue is waiting for a handoff")
+		return
 	}
+	var pods []string
+	for _, r := range h.state.Revocations {
+		pods = append(pods, fmt.Sprintf("%s (generation %d)", r.Pod, r.Generation))
+	}
+	msg := fmt.Sprintf("%d queues wait for their previous reader to let go", h.withheld)
+	if len(pods) > 0 {
+		msg += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
+	}
+	c.set(ConditionProgressing, metav1.ConditionTrue, ReasonHandoffInProgress, msg)
+}
 
-	h := d.handoff
-	if len(h.state.Revocations) > 0 || h.withheld > 0 {
-		var pods []string
-		for _, r := range h.state.Revocations {
-			pods = append(pods, fmt.Sprintf("%s (generation %d)", r.Pod, r.Generation))
-		}
-		msg := fmt.Sprintf("%d queues wait for their previous reader to let go", h.withheld)
-		if len(pods) > 0 {
-			msg += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
-		}
-		set(ConditionProgressing, metav1.ConditionTrue, ReasonHandoffInProgress, msg)
-	} else {
-		set(ConditionProgressing, metav1.ConditionFalse, ReasonStable, "No queue is waiting for a handoff")
+// setFenced names the pods whose revocations timed out while they kept renewing their Lease.
+func setFenced(c conditionSetter, h handoffResult) {
+	if len(h.state.Fenced) == 0 {
+		c.set(ConditionFenced, metav1.ConditionFalse, ReasonNoneFenced, "Every member acknowledged its revocations in time")
+		return
 	}
-	if len(h.state.Fenced) > 0 {
-		var pods []string
-		for _, f := range h.state.Fenced {
-			pods = append(pods, f.Pod)
-		}
-		set(ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout, fmt.Sprintf(
-			"Pods %s did not acknowledge a revocation within spec.handoff.revokeTimeoutSeconds while they kept renewing their Lease; their queues were handed on. Such a pod must stop reading the queues its entry no longer lists",
-			strings.Join(slices.Compact(pods), ", ")))
-	} else {
-		set(ConditionFenced, metav1.ConditionFalse, ReasonNoneFenced, "Every member acknowledged its revocations in time")
+	var pods []string
+	for _, f := range h.state.Fenced {
+		pods = append(pods, f.Pod)
 	}
+	c.set(ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout, fmt.Sprintf(
+		"Pods %s did not acknowledge a revocation within spec.handoff.revokeTimeoutSeconds while they kept renewing their Lease; their queues were handed on. Such a pod must stop reading the queues its entry no longer lists",
+		strings.Join(slices.Compact(pods), ", ")))
+}
+
+// setTampered reports what someone else changed in what the operator wrote or the members claim, and
+// keeps reporting it while the members catch up with the generation that repaired it.
+func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) {
 	switch {
 	case d.tampered != nil:
-		set(ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
-	case h.recovering > 0:
+		c.set(ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
+	case d.handoff.recovering > 0:
 		// Keep the reason of the finding while members catch up with the generation that repaired it.
 		old := meta.FindStatusCondition(group.Status.Conditions, ConditionTampered)
 		reason, msg := ReasonAssignmentEdited, ""
 		if old != nil && old.Status == metav1.ConditionTrue {
 			reason, msg = old.Reason, old.Message+"; "
 		}
-		set(ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
-			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", h.recovering))
+		c.set(ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
+			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", d.handoff.recovering))
 	default:
-		set(ConditionTampered, metav1.ConditionFalse, ReasonIntact, "The objects the operator wrote and the members' claims are as written")
+		c.set(ConditionTampered, metav1.ConditionFalse, ReasonIntact, "The objects the operator wrote and the members' claims are as written")
 	}
+}
 
-	// kstatus: the input problems need someone to act; handoffs and recoveries finish on their own.
+// setStalled is kstatus's: the input problems need someone to act; handoffs and recoveries finish on
+// their own.
+func setStalled(c conditionSetter, d *decision) {
 	if d.problem != nil {
-		set(ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
-	} else {
-		set(ConditionStalled, metav1.ConditionFalse, ReasonHealthy, healthy)
+		c.set(ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
+		return
 	}
-	switch progressing, tampered := meta.FindStatusCondition(status.Conditions, ConditionProgressing), meta.FindStatusCondition(status.Conditions, ConditionTampered); {
+	c.set(ConditionStalled, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
+}
+
+// setReconciling is kstatus's: true while a handoff or a recovery is under way, from Progressing and
+// Tampered as this pass set them.
+func setReconciling(c conditionSetter, d *decision) {
+	progressing, tampered := c.find(ConditionProgressing), c.find(ConditionTampered)
+	switch {
 	case d.paused:
 		// Nothing moves until someone resumes the group: a handoff in flight does not finish by itself.
-		set(ConditionReconciling, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: nothing new is published")
+		c.set(ConditionReconciling, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: nothing new is published")
 	case progressing.Status == metav1.ConditionTrue:
-		set(ConditionReconciling, metav1.ConditionTrue, ReasonHandoffInProgress, progressing.Message)
+		c.set(ConditionReconciling, metav1.ConditionTrue, ReasonHandoffInProgress, progressing.Message)
 	case tampered.Status == metav1.ConditionTrue:
-		set(ConditionReconciling, metav1.ConditionTrue, ReasonRecovering, tampered.Message)
+		c.set(ConditionReconciling, metav1.ConditionTrue, ReasonRecovering, tampered.Message)
 	default:
-		set(ConditionReconciling, metav1.ConditionFalse, ReasonSettled, "No queue waits for a handoff and nothing is being recovered")
+		c.set(ConditionReconciling, metav1.ConditionFalse, ReasonSettled, "No queue waits for a handoff and nothing is being recovered")
 	}
-	return status
 }

@@ -5,6 +5,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func waitForAssignment(t *testing.T, ns, group string, pods []string, check func
 		if last, err = readPublished(cm); err != nil {
 			return err
 		}
-		got := slices.Sorted(mapKeys(last.Entries))
+		got := slices.Sorted(maps.Keys(last.Entries))
 		want := slices.Sorted(slices.Values(pods))
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("assignment lists pods %v, want %v", got, want)

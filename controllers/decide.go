@@ -96,7 +96,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 			}
 		}
 	}
-	p.cleanUpLeases()
+	p.chooseLeasesToDelete()
 	p.recommend()
 	if due := p.d.loadRebalanceDue; due > 0 && (p.d.requeueAfter == 0 || due < p.d.requeueAfter) {
 		p.d.requeueAfter = due
@@ -153,7 +153,7 @@ type decider struct {
 	loads        map[allocate.Queue]float64
 }
 
-// readLeases indexes the Leases by pod and lists every incarnation that may be reading: the holders of
+// indexIncarnations indexes the Leases by pod and lists every incarnation that may be reading: the holders of
 // Leases, the pods, and whoever the published objects name. An incarnation named only by what was
 // published, with neither a pod nor a Lease, stands for a lease duration from when this operator first
 // looked at the group: its Lease may have vanished before then (stillPublished).
@@ -691,12 +691,12 @@ func (p *decider) keepPublished(prob *problem) {
 	d.handoff = handoffResult{state: p.state}
 }
 
-// cleanUpLeases lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
+// chooseLeasesToDelete lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
 // of pods that are gone once their claim no longer stands. Nobody else deletes them: they outlive their
 // pods (protocol.MemberLease), and the garbage collector takes them only with the group. A vanished Lease
 // has nothing left to delete; the pass looks again when its claim, or an unseen incarnation's entry,
 // stops standing.
-func (p *decider) cleanUpLeases() {
+func (p *decider) chooseLeasesToDelete() {
 	for _, i := range p.incarnations {
 		var until time.Time
 		switch {

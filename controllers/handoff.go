@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -396,7 +397,7 @@ func handoff(in handoffInput) handoffResult {
 			res.state.Reserved = append(res.state.Reserved, r)
 			deadlines = append(deadlines, r.DepartedAt.Add(in.restartGrace))
 		}
-		for _, pod := range slices.Sorted(mapKeys(in.published)) {
+		for _, pod := range slices.Sorted(maps.Keys(in.published)) {
 			p := in.published[pod]
 			if isMember[p.Member] || reserved[p.Member] || len(p.Queues) == 0 {
 				continue
@@ -613,14 +614,4 @@ func durationOr(seconds *int32, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(*seconds) * time.Second
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

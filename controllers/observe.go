@@ -67,12 +67,12 @@ type observation struct {
 func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (*observation, error) {
 	obs := &observation{podsByName: map[string]*corev1.Pod{}, scope: specScope(group)}
 	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the published assignment: %w", err)
 	}
 	if len(obs.published.Tampered) > 0 || !obs.published.Exists && group.Status.AssignmentGeneration > 0 {
 		obs.liveRead = true
 		if err := r.readPublished(ctx, r.APIReader, group, obs); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading the published assignment from the API server: %w", err)
 		}
 	}
 	var leases coordinationv1.LeaseList
@@ -103,7 +103,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the pods spec.selector matches: %w", err)
 	}
 	obs.pods = pods.Items
 	for i := range obs.pods {
@@ -131,7 +131,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		case err == nil:
 			obs.podsByName[name] = &pod
 		case !apierrors.IsNotFound(err):
-			return nil, err
+			return nil, fmt.Errorf("reading pod %s, which the published assignment names: %w", name, err)
 		}
 	}
 
@@ -148,7 +148,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		case apierrors.IsNotFound(err):
 			obs.nodeZones[name] = ""
 		default:
-			return nil, err
+			return nil, fmt.Errorf("reading node %s for its zone: %w", name, err)
 		}
 	}
 	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)

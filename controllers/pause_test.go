@@ -4,6 +4,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestPauseFreezesAssignment(t *testing.T) {
 	must(t, err)
 	if now.Generation != before.Generation || len(now.Entries) != 2 || now.Entries["p-0"].Member == "" {
 		t.Errorf("paused: generation %d with entries %v, want generation %d with p-0 and p-1 as before",
-			now.Generation, slices.Sorted(mapKeys(now.Entries)), before.Generation)
+			now.Generation, slices.Sorted(maps.Keys(now.Entries)), before.Generation)
 	}
 
 	setPaused(t, ns, "p", false)

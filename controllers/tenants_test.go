@@ -222,9 +222,13 @@ func TestForeignConfigMapIsNotAdopted(t *testing.T) {
 
 	must(t, k8s.Delete(context.Background(), theirs))
 	waitForCondition(t, ns, "o", ConditionStalled, metav1.ConditionFalse, ReasonHealthy)
-	if cm := getAssignment(t, ns, "o"); cm == nil || !controlledBy(cm, getGroup(t, ns, "o")) {
-		t.Fatalf("the group did not publish its own assignment once the user's ConfigMap was gone: %v", cm)
-	}
+	// The group's first generation is recorded in its status before it is published.
+	eventually(t, waitFor, func() error {
+		if cm := getAssignment(t, ns, "o"); cm == nil || !controlledBy(cm, getGroup(t, ns, "o")) {
+			return fmt.Errorf("the group did not publish its own assignment once the user's ConfigMap was gone: %v", cm)
+		}
+		return nil
+	})
 }
 
 // TestAcknowledgementAboveAnyGenerationIsIgnored: a member that stopped renewing has its Lease rewritten
