@@ -64,22 +64,8 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 			continue
 		}
 		if lease := leases[pod.Name]; lease != nil {
-			if lease.PodUID != pod.UID {
-				continue
-			}
-			expiry := lease.RenewTime.Add(lease.Duration)
-			if lease.StopsWithin > 0 {
-				// A member that promises contact fencing stops being one once a renewal is overdue by half
-				// an interval: its queues are revoked then, and move on when its promise runs out, long
-				// before its Lease would.
-				interval := protocol.RenewInterval(lease.Duration)
-				expiry = lease.RenewTime.Add(interval + interval/2)
-				// So does one whose node's kubelet is overdue (nodeleases.go).
-				if late, ok := nodeLateAt[pod.Spec.NodeName]; ok && late.Before(expiry) {
-					expiry = late
-				}
-			}
-			if !now.Before(expiry) {
+			expiry := membershipEnds(lease, nodeLateAt[pod.Spec.NodeName])
+			if lease.PodUID != pod.UID || !now.Before(expiry) {
 				continue
 			}
 			if nextExpiry.IsZero() || expiry.Before(nextExpiry) {
@@ -116,4 +102,20 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 	}
 	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.Pod, b.Pod) })
 	return members, nextExpiry, nil
+}
+
+// membershipEnds is when a pod whose Lease is lease stops being a member unless it renews: when the Lease
+// runs out. A member that promises contact fencing stops being one sooner, once a renewal is overdue by
+// half an interval, or once its node's kubelet is overdue (nodeLate, when known; nodeleases.go): its
+// queues are revoked then, and move on when its promise runs out, long before its Lease would.
+func membershipEnds(lease *protocol.LeaseState, nodeLate time.Time) time.Time {
+	if lease.StopsWithin <= 0 {
+		return lease.RenewTime.Add(lease.Duration)
+	}
+	interval := protocol.RenewInterval(lease.Duration)
+	end := lease.RenewTime.Add(interval + interval/2)
+	if !nodeLate.IsZero() && nodeLate.Before(end) {
+		end = nodeLate
+	}
+	return end
 }

@@ -75,26 +75,9 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 			return nil, fmt.Errorf("reading the published assignment from the API server: %w", err)
 		}
 	}
-	var leases coordinationv1.LeaseList
-	reader := client.Reader(r.Client)
-	if obs.liveRead {
-		reader = r.APIReader
+	if err := r.observeLeases(ctx, group, obs, now); err != nil {
+		return nil, err
 	}
-	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
-		return nil, fmt.Errorf("listing the group's Leases: %w", err)
-	}
-	read := make([]*coordinationv1.Lease, len(leases.Items))
-	for i := range leases.Items {
-		read[i] = &leases.Items[i]
-	}
-	sighted := r.sightings.observe(client.ObjectKeyFromObject(group), read, obs.scope, now, r.maxClockSkew())
-	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
-	obs.leasesAsWritten = sighted.asWritten
-	if obs.published.Exists && len(obs.published.Tampered) == 0 {
-		// Read back as written: the API server held it before this moment.
-		r.sightings.sawPublished(client.ObjectKeyFromObject(group), obs.published.Generation, r.Clock.Now())
-	}
-	obs.publications = r.sightings.publications(client.ObjectKeyFromObject(group))
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {
@@ -135,24 +118,60 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		}
 	}
 
-	obs.nodeZones = map[string]string{}
-	for i := range obs.pods {
-		name := obs.pods[i].Spec.NodeName
-		if _, seen := obs.nodeZones[name]; seen || name == "" || !isRunningAndReady(&obs.pods[i]) {
+	if obs.nodeZones, err = r.readNodeZones(ctx, obs.pods); err != nil {
+		return nil, err
+	}
+	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)
+	return obs, nil
+}
+
+// observeLeases reads the group's Leases (from the API server when the published objects were) and
+// counts them as the operator's sightings do (leaseSightings), and records the publication read back.
+func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, now time.Time) error {
+	var leases coordinationv1.LeaseList
+	reader := client.Reader(r.Client)
+	if obs.liveRead {
+		reader = r.APIReader
+	}
+	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
+		return fmt.Errorf("listing the group's Leases: %w", err)
+	}
+	read := make([]*coordinationv1.Lease, len(leases.Items))
+	for i := range leases.Items {
+		read[i] = &leases.Items[i]
+	}
+	key := client.ObjectKeyFromObject(group)
+	sighted := r.sightings.observe(key, read, obs.scope, now, r.maxClockSkew())
+	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
+	obs.leasesAsWritten = sighted.asWritten
+	if obs.published.Exists && len(obs.published.Tampered) == 0 {
+		// Read back as written: the API server held it before this moment.
+		r.sightings.sawPublished(key, obs.published.Generation, r.Clock.Now())
+	}
+	obs.publications = r.sightings.publications(key)
+	return nil
+}
+
+// readNodeZones maps each node a Running and Ready pod of pods runs on to its zone label ("" for none, or
+// for a node that is gone).
+func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []corev1.Pod) (map[string]string, error) {
+	zones := map[string]string{}
+	for i := range pods {
+		name := pods[i].Spec.NodeName
+		if _, seen := zones[name]; seen || name == "" || !isRunningAndReady(&pods[i]) {
 			continue
 		}
 		var node corev1.Node
 		switch err := r.Get(ctx, types.NamespacedName{Name: name}, &node); {
 		case err == nil:
-			obs.nodeZones[name] = node.Labels[ZoneLabel]
+			zones[name] = node.Labels[ZoneLabel]
 		case apierrors.IsNotFound(err):
-			obs.nodeZones[name] = ""
+			zones[name] = ""
 		default:
 			return nil, fmt.Errorf("reading node %s for its zone: %w", name, err)
 		}
 	}
-	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)
-	return obs, nil
+	return zones, nil
 }
 
 // readPublished reads group's assignment ConfigMaps through reader. The cache holds only ConfigMaps with
