@@ -87,10 +87,23 @@ type groupMetrics struct {
 // status before the pass, status after it.
 func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision, now time.Time) {
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
+	recordGauges(l, group, status, d)
+	recordConditions(group, status)
+	fencedTotal.With(l).Add(float64(len(d.handoff.fenced)))
+	if !d.rebalanced || !d.published {
+		return
+	}
+	movedTotal.With(l).Add(float64(d.moved))
+	movedLoadTotal.With(l).Add(d.movedLoad)
+	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
+	m.recordHandoffs(l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)
+}
+
+// recordGauges sets the gauges that describe the group as this pass left it.
+func recordGauges(l prometheus.Labels, group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGroupStatus, d *decision) {
 	membersGauge.With(l).Set(float64(status.MemberCount))
 	queuesGauge.With(l).Set(float64(d.queueCount))
 	generationGauge.With(l).Set(float64(status.AssignmentGeneration))
-
 	owned := 0
 	plan := make(allocate.Plan, len(d.entries))
 	for _, e := range d.entries {
@@ -110,6 +123,18 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		}
 		bytesGauge.With(l).Set(float64(size))
 	}
+	if status.RecommendedMembers != nil {
+		recommendedGauge.With(l).Set(float64(*status.RecommendedMembers))
+	} else {
+		recommendedGauge.Delete(l)
+	}
+	if d.totalLoad != nil {
+		loadGauge.With(l).Set(*d.totalLoad)
+	}
+}
+
+// recordConditions sets 1 for each condition's current status and 0 for the others.
+func recordConditions(group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGroupStatus) {
 	for _, c := range status.Conditions {
 		for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			v := 0.0
@@ -119,25 +144,12 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 			conditionGauge.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "type": c.Type, "status": string(s)}).Set(v)
 		}
 	}
-	fencedTotal.With(l).Add(float64(len(d.handoff.fenced)))
-	if status.RecommendedMembers != nil {
-		recommendedGauge.With(l).Set(float64(*status.RecommendedMembers))
-	} else {
-		recommendedGauge.Delete(l)
-	}
-	if d.totalLoad != nil {
-		loadGauge.With(l).Set(*d.totalLoad)
-	}
+}
 
-	if !d.rebalanced || !d.published {
-		return
-	}
-	movedTotal.With(l).Add(float64(d.moved))
-	movedLoadTotal.With(l).Add(d.movedLoad)
-	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
-
-	// Handoffs: a queue published to a member before this pass and to none now was revoked; one published
-	// to none before and to a member now, after a revocation this replica saw, was handed off.
+// recordHandoffs times handoffs: a queue published to a member before this pass and to none now was
+// revoked; one published to none before and to a member now, after a revocation this replica saw, was
+// handed off.
+func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedName, obs *observation, d *decision, now time.Time) {
 	before := map[allocate.Queue]bool{}
 	for _, e := range obs.published.Entries {
 		for _, q := range e.Queues {
@@ -150,7 +162,6 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 			after[q] = true
 		}
 	}
-	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.revoked == nil {
@@ -162,10 +173,8 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		m.revoked[key] = revoked
 	}
 	for q := range before {
-		if !after[q] {
-			if _, ok := revoked[q]; !ok {
-				revoked[q] = now
-			}
+		if _, ok := revoked[q]; !ok && !after[q] {
+			revoked[q] = now
 		}
 	}
 	for q, at := range revoked {
