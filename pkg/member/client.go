@@ -499,18 +499,8 @@ func (c *Client) Drain(ctx context.Context) error {
 			c.stop()
 			continue
 		default:
-			gen := view.Generation
-			if !view.Exists || gen == 0 {
-				gen = 0
-				what := "does not exist"
-				if view.Exists {
-					what = "publishes no generation"
-				}
-				waitingFor = fmt.Sprintf("ConfigMap %s %s: the application was handed generation 0 and is given %v to stop",
-					protocol.AssignmentName(c.cfg.Group), what, c.cfg.DrainAckTimeout)
-			} else {
-				waitingFor = fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", gen)
-			}
+			var gen int64
+			gen, waitingFor = c.releasePending(view)
 			now := c.cfg.Clock.Now()
 			if releasedGen != gen {
 				releasedGen, releasedAt = gen, now
@@ -537,6 +527,20 @@ func (c *Client) Drain(ctx context.Context) error {
 			timer.Stop()
 		}
 	}
+}
+
+// releasePending is the generation that releases the pod's queues in view (0 when nothing is published),
+// which the application has yet to acknowledge, and what Drain waits for meanwhile.
+func (c *Client) releasePending(view protocol.EntryView) (int64, string) {
+	if view.Exists && view.Generation > 0 {
+		return view.Generation, fmt.Sprintf("generation %d releases this pod's queues but is not acknowledged", view.Generation)
+	}
+	what := "does not exist"
+	if view.Exists {
+		what = "publishes no generation"
+	}
+	return 0, fmt.Sprintf("ConfigMap %s %s: the application was handed generation 0 and is given %v to stop",
+		protocol.AssignmentName(c.cfg.Group), what, c.cfg.DrainAckTimeout)
 }
 
 // stop ends the member's reading until its process restarts: it hands the application generation 0 and
