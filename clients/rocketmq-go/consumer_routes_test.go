@@ -125,10 +125,10 @@ func TestPushConsumerSubscribesToTheDiscoveredQueues(t *testing.T) {
 				return fmt.Errorf("the client rebalances %s over %v, want %v", topic, seen.of(topic), queueNames(topic, queues))
 			case !slices.Equal(seen.of(retry), queueNames(retry, 1)):
 				return fmt.Errorf("the client rebalances %s over %v", retry, seen.of(retry))
-			case !slices.Equal(broker.pulling(topic, 500*time.Millisecond), queueNames(topic, queues)):
-				return fmt.Errorf("the consumer pulls %v", broker.pulling(topic, 500*time.Millisecond))
-			case !slices.Equal(broker.pulling(retry, 500*time.Millisecond), queueNames(retry, 1)):
-				return fmt.Errorf("the consumer pulls %v of the retry topic", broker.pulling(retry, 500*time.Millisecond))
+			case !slices.Equal(broker.pulling(topic), queueNames(topic, queues)):
+				return fmt.Errorf("the consumer pulls %v", broker.pulling(topic))
+			case !slices.Equal(broker.pulling(retry), queueNames(retry, 1)):
+				return fmt.Errorf("the consumer pulls %v of the retry topic", broker.pulling(retry))
 			case m.Acked() != a.Generation:
 				return fmt.Errorf("the Lease acknowledges generation %d, want %d", m.Acked(), a.Generation)
 			}

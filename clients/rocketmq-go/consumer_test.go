@@ -164,11 +164,10 @@ func TestPushConsumerFollowsTheOperator(t *testing.T) {
 	}()
 
 	// Alone, the pod gets every queue: the consumer pulls all of them and acknowledges the generation.
-	const recent = 500 * time.Millisecond
 	var first member.Assignment
 	testenv.Poll(t, 20*time.Second, 50*time.Millisecond, nil, func() error {
 		first = m.Current()
-		pulling := broker.pulling(topic, recent)
+		pulling := broker.pulling(topic)
 		switch {
 		case len(first.Queues) != queues:
 			return fmt.Errorf("generation %d gives go-0 %d queues, want %d", first.Generation, len(first.Queues), queues)
@@ -196,7 +195,7 @@ func TestPushConsumerFollowsTheOperator(t *testing.T) {
 	testenv.Poll(t, 15*time.Second, 50*time.Millisecond, nil, func() error {
 		now = m.Current()
 		reads := strs(own.Reading(other.Reader()))
-		pulling := broker.pulling(topic, recent)
+		pulling := broker.pulling(topic)
 		switch {
 		case len(reads) != queues/2:
 			return fmt.Errorf("sim-1 reads %d queues, want %d", len(reads), queues/2)

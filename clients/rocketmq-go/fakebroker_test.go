@@ -202,14 +202,17 @@ func queueOf(req command) string {
 	return req.ExtFields["topic"] + "/" + brokerName + "/" + req.ExtFields["queueId"]
 }
 
-// pulling returns the queues of topic pulled within the last window, sorted.
-func (f *fakeRocketMQ) pulling(topic string, window time.Duration) []string {
+// pullWindow is how recent a pull must be for pulling to count its queue as read.
+const pullWindow = 500 * time.Millisecond
+
+// pulling returns the queues of topic pulled within the last pullWindow, sorted.
+func (f *fakeRocketMQ) pulling(topic string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
 	for id := range f.queues[topic] {
 		q := fmt.Sprintf("%s/%s/%d", topic, brokerName, id)
-		if at, ok := f.lastPull[q]; ok && time.Since(at) < window {
+		if at, ok := f.lastPull[q]; ok && time.Since(at) < pullWindow {
 			out = append(out, q)
 		}
 	}
