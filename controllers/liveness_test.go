@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
 // runKubelet stands in for a kubelet: it creates node's Lease in kube-node-lease with a duration of
@@ -95,15 +96,7 @@ func TestLostNodesQueuesMoveWithinThePromise(t *testing.T) {
 	loseNodeA()
 	onA.Partition(true)
 	lost := time.Now()
-	eventually(t, 20*time.Second, func() error {
-		reading := own.Reading(onB.Reader())
-		for _, q := range held {
-			if !slices.Contains(reading, q) {
-				return fmt.Errorf("queue %v is not read by the member on node B yet", q)
-			}
-		}
-		return nil
-	})
+	waitUntilReading(t, own, onB, held, 20*time.Second)
 	took := time.Since(lost)
 	assertNoOverlap(t, own)
 	if gap := own.Longest(); gap.Took != "" {
@@ -139,15 +132,7 @@ func TestCutOffMembersQueuesMoveWithinThePromise(t *testing.T) {
 
 	cut.Partition(true)
 	at := time.Now()
-	eventually(t, 30*time.Second, func() error {
-		reading := own.Reading(other.Reader())
-		for _, q := range held {
-			if !slices.Contains(reading, q) {
-				return fmt.Errorf("queue %v is not read by the other member yet", q)
-			}
-		}
-		return nil
-	})
+	waitUntilReading(t, own, other, held, 30*time.Second)
 	took := time.Since(at)
 	assertNoOverlap(t, own)
 	t.Logf("the cut-off member's queues were read again %v after it was cut off; longest unread: %s", took.Round(time.Millisecond), own.Longest())
@@ -155,4 +140,18 @@ func TestCutOffMembersQueuesMoveWithinThePromise(t *testing.T) {
 	if took > 16*time.Second {
 		t.Fatalf("the cut-off member's queues took %v to be read again; want within 16 s, not the Lease's 20 s", took)
 	}
+}
+
+// waitUntilReading waits until m reads every queue of queues, by its own record.
+func waitUntilReading(t *testing.T, own *testenv.Ownership, m *testenv.SimMember, queues []allocate.Queue, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		reading := own.Reading(m.Reader())
+		for _, q := range queues {
+			if !slices.Contains(reading, q) {
+				return fmt.Errorf("queue %v is not read by %s yet", q, m.Reader())
+			}
+		}
+		return nil
+	})
 }

@@ -28,12 +28,7 @@ import (
 // clientset stands in for the API server: what is tested is the member's timing, not the API.
 func TestStopsReadingAtTwoThirdsOfTheLease(t *testing.T) {
 	const ns, pod, uid = "shop", "consumer-0", "uid-0"
-	entry := protocol.NewEntry(pod, uid, 1, []protocol.Queue{{Topic: "orders", Broker: "a", ID: 0}})
-	cs := fake.NewClientset(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.AssignmentName("orders"), ResourceVersion: "1",
-			Annotations: map[string]string{protocol.GenerationAnnotation: "1"}},
-		Data: map[string]string{pod: string(entry.Encode())},
-	})
+	cs := fake.NewClientset(oneQueueAssignment(ns, pod, uid))
 	c, clock := runOnFakeClock(t, cs, ns, pod, uid)
 
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -48,6 +43,16 @@ func TestStopsReadingAtTwoThirdsOfTheLease(t *testing.T) {
 	poll(t, func() bool { return c.Current().Generation == 0 })
 	if reason := c.Status().Reason; !strings.Contains(reason, "has not been renewed for 2s") {
 		t.Fatalf("reason %q", reason)
+	}
+}
+
+// oneQueueAssignment is group "orders"'s assignment at generation 1, giving pod (UID uid) one queue.
+func oneQueueAssignment(ns, pod, uid string) *corev1.ConfigMap {
+	entry := protocol.NewEntry(pod, uid, 1, []protocol.Queue{{Topic: "orders", Broker: "a", ID: 0}})
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.AssignmentName("orders"), ResourceVersion: "1",
+			Annotations: map[string]string{protocol.GenerationAnnotation: "1"}},
+		Data: map[string]string{pod: string(entry.Encode())},
 	}
 }
 
@@ -153,12 +158,7 @@ func claimWrites(cs *fake.Clientset) int {
 // stands; its Lease promises the operator as much (stops-within-seconds: contact timeout plus stop timeout).
 func TestStopsReadingWhenItCannotConfirmItsView(t *testing.T) {
 	const ns, pod, uid = "shop", "consumer-0", "uid-0"
-	entry := protocol.NewEntry(pod, uid, 1, []protocol.Queue{{Topic: "orders", Broker: "a", ID: 0}})
-	cs := fake.NewClientset(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.AssignmentName("orders"), ResourceVersion: "1",
-			Annotations: map[string]string{protocol.GenerationAnnotation: "1"}},
-		Data: map[string]string{pod: string(entry.Encode())},
-	})
+	cs := fake.NewClientset(oneQueueAssignment(ns, pod, uid))
 	// A 30 s Lease is renewed every 10 s and fences the member after 20 s: what fences it first here is
 	// contact alone.
 	c, clock := runOnFakeClockFor(t, cs, ns, pod, uid, 30*time.Second)
