@@ -763,11 +763,15 @@ func (p *decider) claimsOutsideSpec(l protocol.LeaseState) bool {
 }
 
 // summarize joins findings into one message, the first few in full.
-func summarize(findings []string) string {
+func summarize(findings []string) string { return joinFirst(findings, "; ", "; and %d more") }
+
+// joinFirst joins the first five of items with sep, and says how many more there are with more, a format
+// of one %d.
+func joinFirst(items []string, sep, more string) string {
 	const shown = 5
-	msg := strings.Join(findings[:min(len(findings), shown)], "; ")
-	if len(findings) > shown {
-		msg += fmt.Sprintf("; and %d more", len(findings)-shown)
+	s := strings.Join(items[:min(len(items), shown)], sep)
+	if len(items) > shown {
+		s += fmt.Sprintf(more, len(items)-shown)
 	}
-	return msg
+	return s
 }

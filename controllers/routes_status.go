@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -208,14 +207,7 @@ func describeReadErrors(errs []*nameserver.Error) string {
 	return summarize(parts)
 }
 
-func summarizeNames(names []string) string {
-	const shown = 5
-	s := strings.Join(names[:min(len(names), shown)], ", ")
-	if len(names) > shown {
-		s += fmt.Sprintf(" and %d more", len(names)-shown)
-	}
-	return s
-}
+func summarizeNames(names []string) string { return joinFirst(names, ", ", " and %d more") }
 
 // absentNote says which topics the name servers report absent and keep their queues for now.
 func absentNote(routes *v1alpha1.RoutesStatus, group *v1alpha1.ConsumerGroup) string {
