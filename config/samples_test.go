@@ -211,6 +211,11 @@ func TestInvalidSampleIsRefused(t *testing.T) {
 	}
 }
 
+// samplesLeftOut are the samples kubectl apply -k config/samples does not apply, each with why.
+var samplesLeftOut = map[string]string{
+	"messaging_v1alpha1_consumergroup_nameserver.yaml": "it reads RocketMQ name servers, which the local demo has not",
+}
+
 // TestKustomizationsListExistingFiles checks that every kustomization's resources exist, so that
 // kubectl apply -k never fails on a missing file.
 func TestKustomizationsListExistingFiles(t *testing.T) {
@@ -227,6 +232,12 @@ func TestKustomizationsListExistingFiles(t *testing.T) {
 	}
 	samples := readKustomization(t, "samples").Resources
 	for _, file := range sampleFiles(t) {
+		if _, left := samplesLeftOut[filepath.Base(file)]; left {
+			if slices.Contains(samples, filepath.Base(file)) {
+				t.Errorf("samples/kustomization.yaml lists %s, which samplesLeftOut says it leaves out", filepath.Base(file))
+			}
+			continue
+		}
 		if !slices.Contains(samples, filepath.Base(file)) {
 			t.Errorf("samples/kustomization.yaml does not list %s", filepath.Base(file))
 		}

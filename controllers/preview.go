@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
@@ -54,7 +55,8 @@ type PreviewMember struct {
 // PreviewGroup computes group's Preview from what c reads (the API server, for a command line tool), at
 // now. The preview of a paused group is the plan it would publish once resumed.
 func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.ConsumerGroup, now time.Time) (*Preview, error) {
-	r := &ConsumerGroupReconciler{Client: c, APIReader: c}
+	// The clock dates what observe reads back, as a pass would; a preview keeps none of it.
+	r := &ConsumerGroupReconciler{Client: c, APIReader: c, Clock: clock.RealClock{}}
 	// Discovered topics as the operator last recorded their routes.
 	group = plannedGroup(group, group.Status.Routes)
 	obs, err := r.observe(ctx, group, now)
