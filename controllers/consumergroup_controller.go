@@ -128,11 +128,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	r.metrics.record(planned, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not; so
 	// does the next read of the routes.
-	requeue := d.requeueAfter
-	if routes.requeueAfter > 0 && (requeue == 0 || routes.requeueAfter < requeue) {
-		requeue = routes.requeueAfter
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: sooner(d.requeueAfter, routes.requeueAfter)}, nil
 }
 
 // recordStatus writes the status of decision d. A conflict is most often the cache not yet holding the

@@ -98,9 +98,7 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 	}
 	p.chooseLeasesToDelete()
 	p.recommend()
-	if due := p.d.loadRebalanceDue; due > 0 && (p.d.requeueAfter == 0 || due < p.d.requeueAfter) {
-		p.d.requeueAfter = due
-	}
+	p.d.requeueAfter = sooner(p.d.requeueAfter, p.d.loadRebalanceDue)
 	return p.d
 }
 
@@ -509,6 +507,17 @@ func (p *decider) previousPlan() allocate.Plan {
 	return plan
 }
 
+// Defaults of spec.handoff, for groups written before the API server applied them.
+const defaultRevokeTimeout = 30 * time.Second
+
+// durationOr is seconds as a duration, def when unset.
+func durationOr(seconds *int32, def time.Duration) time.Duration {
+	if seconds == nil {
+		return def
+	}
+	return time.Duration(*seconds) * time.Second
+}
+
 // handOff decides what each member may read now (handoff) and at which generation.
 func (p *decider) handOff() *problem {
 	spec := p.group.Spec.Handoff
@@ -585,10 +594,7 @@ func (p *decider) handOff() *problem {
 
 	p.d.requeueAfter = h.requeueAfter
 	if !p.memberExpiry.IsZero() {
-		untilExpiry := max(p.memberExpiry.Sub(p.env.now), 100*time.Millisecond)
-		if p.d.requeueAfter == 0 || untilExpiry < p.d.requeueAfter {
-			p.d.requeueAfter = untilExpiry
-		}
+		p.d.lookAgainAt(p.env.now, p.memberExpiry)
 	}
 	return nil
 }
@@ -721,10 +727,7 @@ func (p *decider) chooseLeasesToDelete() {
 
 // lookAgainAt makes the pass run again at t at the latest.
 func (d *decision) lookAgainAt(now, t time.Time) {
-	wait := max(t.Sub(now), 100*time.Millisecond)
-	if d.requeueAfter == 0 || wait < d.requeueAfter {
-		d.requeueAfter = wait
-	}
+	d.requeueAfter = soonerRequeue(d.requeueAfter, now, t)
 }
 
 // judgeLeases reports what the Leases say that no member following the protocol writes: an acknowledgement

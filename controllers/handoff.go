@@ -1,210 +1,15 @@
 package controllers
 
 import (
-	"cmp"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
-
-// Defaults of spec.handoff, for groups written before the API server applied them.
-const defaultRevokeTimeout = 30 * time.Second
-
-// handoffStateVersion is the format version of handoffState.
-const handoffStateVersion = 2
-
-// handoffState is the operator's bookkeeping of queues in flight, kept in the assignment ConfigMap's
-// protocol.HandoffAnnotation beside the entries it belongs to, so that a restarted operator resumes a
-// handoff where the last one stopped. It is a hint: when it is missing or cannot be trusted, the operator
-// works from the members' claims alone (see handoff).
-type handoffState struct {
-	// Version is handoffStateVersion; a state of another version is not trusted.
-	Version int `json:"version"`
-	// Revocations are queues taken from a pod incarnation that has not yet acknowledged it. One with All
-	// set is a recovery: the operator lost track of what it had published, so until the incarnation
-	// acknowledges Generation it may be reading any queue.
-	Revocations []revocation `json:"revocations,omitempty"`
-	// Reserved are queues kept, unread, for a member that left, in case it returns (restart grace).
-	Reserved []reservation `json:"reserved,omitempty"`
-	// Fenced are revocations that timed out while their incarnation kept renewing its Lease.
-	Fenced []revocation `json:"fenced,omitempty"`
-	// HoldUnclaimedUntil is set by an operator that started, found nothing it could trust and so cannot
-	// name the pods whose Leases vanished before: until then, a queue nobody claims goes to nobody.
-	HoldUnclaimedUntil *time.Time `json:"holdUnclaimedUntil,omitempty"`
-}
-
-// revocation is a set of queues (or all of them) an incarnation releases by acknowledging Generation.
-type revocation struct {
-	Pod string    `json:"pod"`
-	UID types.UID `json:"uid"`
-	// Generation is the first generation that no longer gives the queues to the incarnation; 0 in a
-	// revocation handoff returns, for decide to stamp with the generation it publishes.
-	Generation int64                   `json:"generation"`
-	At         time.Time               `json:"at"`
-	Queues     []protocol.BrokerQueues `json:"queues,omitempty"`
-	All        bool                    `json:"all,omitempty"`
-}
-
-type reservation struct {
-	Member     string                  `json:"member"`
-	DepartedAt time.Time               `json:"departedAt"`
-	Queues     []protocol.BrokerQueues `json:"queues"`
-}
-
-func (s handoffState) empty() bool {
-	return len(s.Revocations) == 0 && len(s.Reserved) == 0 && len(s.Fenced) == 0 && s.HoldUnclaimedUntil == nil
-}
-
-func (s handoffState) encode() string {
-	if s.empty() {
-		return ""
-	}
-	s.Version = handoffStateVersion
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-// decodeHandoff reads the handoff annotation; queues outside scope (the spec's) are not read. Anything it
-// cannot read fully is an error: the caller then trusts nothing the operator published.
-func decodeHandoff(raw string, scope *protocol.Scope) (handoffState, error) {
-	var s handoffState
-	if raw == "" {
-		return s, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return handoffState{}, fmt.Errorf("annotation %s: %w", protocol.HandoffAnnotation, err)
-	}
-	if s.Version != handoffStateVersion {
-		return handoffState{}, fmt.Errorf("annotation %s has version %d; this operator knows version %d", protocol.HandoffAnnotation, s.Version, handoffStateVersion)
-	}
-	var errs []error
-	for _, list := range [][]revocation{s.Revocations, s.Fenced} {
-		for _, r := range list {
-			if _, err := scope.Expand(r.Queues); err != nil || r.Pod == "" || r.UID == "" || r.Generation <= 0 || r.Generation > protocol.MaxGeneration {
-				errs = append(errs, fmt.Errorf("annotation %s: revocation of pod %q is malformed", protocol.HandoffAnnotation, r.Pod))
-			}
-		}
-	}
-	for _, r := range s.Reserved {
-		if _, err := scope.Expand(r.Queues); err != nil || r.Member == "" {
-			errs = append(errs, fmt.Errorf("annotation %s: reservation for member %q is malformed", protocol.HandoffAnnotation, r.Member))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return handoffState{}, err
-	}
-	return s, nil
-}
-
-// queueSet is a set of queues, or every queue.
-type queueSet struct {
-	all    bool
-	queues map[allocate.Queue]struct{}
-}
-
-func (s *queueSet) add(qs []allocate.Queue) {
-	if s.queues == nil {
-		s.queues = make(map[allocate.Queue]struct{}, len(qs))
-	}
-	for _, q := range qs {
-		s.queues[q] = struct{}{}
-	}
-}
-
-func (s *queueSet) addGroups(groups []protocol.BrokerQueues, scope *protocol.Scope) {
-	qs, _ := scope.Expand(groups) // decodeHandoff checked them
-	s.add(qs.Queues)
-}
-
-func (s *queueSet) has(q allocate.Queue) bool {
-	if s == nil {
-		return false
-	}
-	if s.all {
-		return true
-	}
-	_, ok := s.queues[q]
-	return ok
-}
-
-// incarnation is one pod incarnation (pod name and UID) that may be reading queues: a member, a pod that
-// was one, or the holder of a Lease whose pod is gone.
-type incarnation struct {
-	pod string
-	uid types.UID
-	// exists is set while a pod of this name and UID exists; stopped when the kubelet reports that every
-	// container of it has terminated: evidence that no process of it reads anything.
-	exists, stopped bool
-	// lease is the Lease this incarnation holds; nil when it holds none.
-	lease *protocol.LeaseState
-	// unseenUntil is, for an incarnation the operator published an entry for but that has neither a pod
-	// nor a Lease, until when it may still be reading: its Lease may have vanished before this operator
-	// started, and a vanished Lease proves nothing.
-	unseenUntil time.Time
-}
-
-// incarnationKey identifies an incarnation in maps.
-func incarnationKey(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
-
-// stands reports whether the incarnation may still be reading: not stopped, and its Lease has not expired
-// by the operator's count (protocol.LeaseState.Stands). An incarnation without a Lease does not follow
-// the member protocol; it is taken to read while its pod exists.
-func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
-	if i.stopped {
-		return false
-	}
-	if i.lease != nil {
-		return i.lease.Stands(now, maxSkew)
-	}
-	return i.exists || now.Before(i.unseenUntil)
-}
-
-func (i *incarnation) acked() int64 {
-	if i.lease == nil {
-		return 0
-	}
-	return i.lease.AckedGeneration
-}
-
-// aliveAt reports whether the incarnation showed it was alive at or after t: its Lease was renewed then, or,
-// without a Lease, its pod still exists.
-func (i *incarnation) aliveAt(t time.Time) bool {
-	if i.lease != nil {
-		return !i.lease.RenewTime.Before(t)
-	}
-	return i.exists
-}
-
-// stoppedByKubelet reports whether the kubelet says no container of pod runs and each has terminated at
-// least once: no process of the pod can be reading. A pod that is only NotReady, or gone, proves nothing.
-func stoppedByKubelet(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return true
-	}
-	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
-	if len(pod.Status.ContainerStatuses) == 0 {
-		return false
-	}
-	for _, c := range statuses {
-		if c.State.Running != nil || c.State.Terminated == nil && c.LastTerminationState.Terminated == nil {
-			return false
-		}
-	}
-	return true
-}
 
 // handoffInput is everything the handoff decision depends on.
 type handoffInput struct {
@@ -285,333 +90,453 @@ const fencePoll = time.Second
 // keeps renewing its Lease past revokeTimeout, when the operator fences it. When the published entries and
 // bookkeeping cannot be trusted, the operator knows only the claims: each incarnation keeps what it claims
 // and the target leaves it, and a queue nobody claims goes to a member only once every other incarnation
-// acknowledged the generation published then (a recovery). Queues kept for a departed member (restart grace) go to nobody
-// until it returns or the grace ends. Every result lists each queue at most once.
+// acknowledged the generation published then (a recovery). Queues kept for a departed member (restart
+// grace) go to nobody until it returns or the grace ends. Every result lists each queue at most once.
+//
+// It runs in five steps, each a method of handoffPass: settleRevocations, keepReservations,
+// countHoldings, grant and revokeLost.
 func handoff(in handoffInput) handoffResult {
-	res := handoffResult{entries: make(map[string][]allocate.Queue, len(in.members))}
-	var deadlines []time.Time
-	key := incarnationKey
-	byKey := make(map[string]*incarnation, len(in.incarnations))
-	for _, i := range in.incarnations {
-		byKey[key(i.pod, i.uid)] = i
+	p := newHandoffPass(in)
+	revoked := p.settleRevocations()
+	reservedFor := p.keepReservations()
+	held := p.countHoldings(revoked)
+	p.grant(held, reservedFor)
+	if in.cooperative {
+		p.revokeLost(held, revoked)
 	}
-	standing := func(pod string, uid types.UID) *incarnation {
-		if i := byKey[key(pod, uid)]; i != nil && i.stands(in.now, in.maxSkew) {
-			return i
-		}
-		return nil
-	}
-	state := in.state
-	if !in.trusted {
-		state = handoffState{}
-	}
+	sortState(&p.res.state)
+	return p.res
+}
 
-	// Phase 1: settle earlier revocations; what is still pending holds its queues back. A revocation whose
-	// incarnation's promise has run out is kept, unacknowledged, but holds nothing back: what it revoked
-	// no longer counts in that incarnation's claim (lapsed), and a recovery no longer makes it unknown.
-	pending := map[string]*queueSet{}
-	fencedQueues := map[string]*queueSet{}
-	lapsed := map[string]*queueSet{}
-	var kept []revocation
-	for _, r := range state.Revocations {
-		i := standing(r.Pod, r.UID)
+// handoffPass is one run of handoff: its input, the bookkeeping it starts from and the result it builds.
+type handoffPass struct {
+	in handoffInput
+	// state is the bookkeeping the pass starts from: in.state when trusted, none otherwise.
+	state handoffState
+	// incarnations are in.incarnations by incarnationKey.
+	incarnations map[string]*incarnation
+	res          handoffResult
+}
+
+func newHandoffPass(in handoffInput) *handoffPass {
+	p := &handoffPass{
+		in:           in,
+		incarnations: make(map[string]*incarnation, len(in.incarnations)),
+		res:          handoffResult{entries: make(map[string][]allocate.Queue, len(in.members))},
+	}
+	if in.trusted {
+		p.state = in.state
+	}
+	for _, i := range in.incarnations {
+		p.incarnations[incarnationKey(i.pod, i.uid)] = i
+	}
+	return p
+}
+
+// lookAgainAt makes the pass that runs the handoff run again at t at the latest.
+func (p *handoffPass) lookAgainAt(t time.Time) {
+	p.res.requeueAfter = soonerRequeue(p.res.requeueAfter, p.in.now, t)
+}
+
+// standing is the incarnation pod, uid when it may still be reading; nil otherwise.
+func (p *handoffPass) standing(pod string, uid types.UID) *incarnation {
+	if i := p.incarnations[incarnationKey(pod, uid)]; i != nil && i.stands(p.in.now, p.in.maxSkew) {
+		return i
+	}
+	return nil
+}
+
+// queueSets are sets of queues by incarnationKey.
+type queueSets map[string]*queueSet
+
+// of is the set of key, made empty when there is none.
+func (s queueSets) of(key string) *queueSet {
+	if s[key] == nil {
+		s[key] = &queueSet{}
+	}
+	return s[key]
+}
+
+// revokedQueues are what the revocations in force take from each incarnation, by incarnationKey.
+type revokedQueues struct {
+	// pending are the queues of revocations not yet acknowledged: they stay with their incarnation.
+	pending queueSets
+	// fenced are the queues of fenced revocations: they no longer count as read by their incarnation.
+	fenced queueSets
+	// lapsed are the queues of revocations whose incarnation's promise ran out: they no longer count in
+	// its claim.
+	lapsed queueSets
+}
+
+// revocationOutcome is what becomes of a revocation its incarnation has not acknowledged.
+type revocationOutcome int
+
+const (
+	// revocationPending: it still holds its queues back.
+	revocationPending revocationOutcome = iota
+	// revocationLapsed: the incarnation's promise ran out, so it has stopped reading them.
+	revocationLapsed
+	// revocationFenced: the incarnation kept renewing its Lease past the revoke timeout.
+	revocationFenced
+)
+
+// settleRevocation says what becomes of r, which i (standing) has not acknowledged, at in.now, and the
+// times at which that may change.
+func settleRevocation(i *incarnation, r revocation, in *handoffInput) (revocationOutcome, []time.Time) {
+	var wakeAt []time.Time
+	if at, ok := promiseKept(i, r, in.publications); ok {
+		if !in.now.Before(at) {
+			return revocationLapsed, nil
+		}
+		wakeAt = append(wakeAt, at)
+	}
+	deadline := r.At.Add(in.revokeTimeout)
+	switch {
+	case in.now.Before(deadline):
+		wakeAt = append(wakeAt, deadline)
+	case i.aliveAt(deadline):
+		// It kept renewing past the deadline without acknowledging: a stuck application. A member that
+		// stopped renewing instead stops reading on its own once its Lease expires, so it is waited for.
+		return revocationFenced, wakeAt
+	default:
+		wakeAt = append(wakeAt, in.now.Add(fencePoll))
+	}
+	if i.lease != nil {
+		wakeAt = append(wakeAt, i.lease.Expiry(in.maxSkew))
+	}
+	return revocationPending, wakeAt
+}
+
+// settleRevocations is the first step: it settles the revocations of earlier passes and returns the queues
+// of those that stand. A revocation whose incarnation's promise has run out is kept, unacknowledged, but
+// holds nothing back: what it revoked no longer counts in that incarnation's claim (lapsed), and a recovery
+// no longer makes it unknown. A fenced incarnation stays listed until it catches up with a later
+// generation or goes.
+func (p *handoffPass) settleRevocations() revokedQueues {
+	revoked := revokedQueues{pending: queueSets{}, fenced: queueSets{}, lapsed: queueSets{}}
+	var lapsed []revocation
+	for _, r := range p.state.Revocations {
+		i := p.standing(r.Pod, r.UID)
 		if i == nil || i.acked() >= r.Generation {
 			continue
 		}
-		if at, ok := promiseKept(i, r, in.publications); ok {
-			if !in.now.Before(at) {
-				kept = append(kept, r)
-				if !r.All {
-					k := key(r.Pod, r.UID)
-					if lapsed[k] == nil {
-						lapsed[k] = &queueSet{}
-					}
-					lapsed[k].addGroups(r.Queues, in.scope)
-				}
-				continue
-			}
-			deadlines = append(deadlines, at)
+		outcome, wakeAt := settleRevocation(i, r, &p.in)
+		for _, t := range wakeAt {
+			p.lookAgainAt(t)
 		}
-		deadline := r.At.Add(in.revokeTimeout)
-		if !in.now.Before(deadline) {
-			if i.aliveAt(deadline) {
-				// It kept renewing past the deadline without acknowledging: a stuck application. A member that
-				// stopped renewing instead stops reading on its own once its Lease expires, so it is waited for.
-				res.fenced = append(res.fenced, r)
-				res.state.Fenced = append(res.state.Fenced, revocation{Pod: r.Pod, UID: r.UID, Generation: r.Generation, At: in.now, Queues: r.Queues, All: r.All})
-				continue
+		switch outcome {
+		case revocationLapsed:
+			lapsed = append(lapsed, r)
+			if !r.All {
+				revoked.lapsed.of(incarnationKey(r.Pod, r.UID)).addGroups(r.Queues, p.in.scope)
 			}
-			deadlines = append(deadlines, in.now.Add(fencePoll))
-		} else {
-			deadlines = append(deadlines, deadline)
-		}
-		res.state.Revocations = append(res.state.Revocations, r)
-		if i.lease != nil {
-			deadlines = append(deadlines, i.lease.Expiry(in.maxSkew))
+		case revocationFenced:
+			p.res.fenced = append(p.res.fenced, r)
+			fenced := r
+			fenced.At = p.in.now
+			p.res.state.Fenced = append(p.res.state.Fenced, fenced)
+		case revocationPending:
+			p.res.state.Revocations = append(p.res.state.Revocations, r)
 		}
 	}
-	// A fenced incarnation stays listed until it catches up with a later generation or goes.
-	for _, f := range state.Fenced {
-		if i := standing(f.Pod, f.UID); i != nil && i.acked() < f.Generation {
-			res.state.Fenced = append(res.state.Fenced, f)
+	for _, f := range p.state.Fenced {
+		if i := p.standing(f.Pod, f.UID); i != nil && i.acked() < f.Generation {
+			p.res.state.Fenced = append(p.res.state.Fenced, f)
 		}
 	}
-	for _, list := range []struct {
-		revs []revocation
-		into map[string]*queueSet
-	}{{res.state.Revocations, pending}, {res.state.Fenced, fencedQueues}} {
-		for _, r := range list.revs {
-			k := key(r.Pod, r.UID)
-			if list.into[k] == nil {
-				list.into[k] = &queueSet{}
-			}
-			if r.All {
-				list.into[k].all = true
-			} else {
-				list.into[k].addGroups(r.Queues, in.scope)
-			}
-		}
-	}
-	for _, r := range res.state.Revocations {
+	p.revokedSets(p.res.state.Revocations, revoked.pending)
+	p.revokedSets(p.res.state.Fenced, revoked.fenced)
+	for _, r := range p.res.state.Revocations {
 		if r.All {
-			res.recovering++
+			p.res.recovering++
 		}
 	}
 	// Lapsed revocations stay in the bookkeeping until acknowledged, so that later passes, and a restarted
 	// operator, still know what the incarnation was told.
-	res.state.Revocations = append(res.state.Revocations, kept...)
+	p.res.state.Revocations = append(p.res.state.Revocations, lapsed...)
+	return revoked
+}
 
-	// Phase 2: reservations for departed members, kept until they return or the grace ends.
-	isMember := make(map[string]bool, len(in.members))
-	for _, m := range in.members {
+// revokedSets adds the queues of revs to into, by incarnation.
+func (p *handoffPass) revokedSets(revs []revocation, into queueSets) {
+	for _, r := range revs {
+		set := into.of(incarnationKey(r.Pod, r.UID))
+		if r.All {
+			set.all = true
+		} else {
+			set.addGroups(r.Queues, p.in.scope)
+		}
+	}
+}
+
+// keepReservations is the second step: with a restart grace, the queues of a departed member are kept,
+// read by nobody, until it returns or the grace ends. It returns the member each reserved queue is kept
+// for.
+func (p *handoffPass) keepReservations() map[allocate.Queue]string {
+	if p.in.restartGrace <= 0 || !p.in.trusted {
+		return nil
+	}
+	isMember := make(map[string]bool, len(p.in.members))
+	for _, m := range p.in.members {
 		isMember[m.ID] = true
 	}
+	reserved := map[string]bool{}
+	for _, r := range p.state.Reserved {
+		if isMember[r.Member] || !p.in.now.Before(r.DepartedAt.Add(p.in.restartGrace)) {
+			continue
+		}
+		reserved[r.Member] = true
+		p.res.state.Reserved = append(p.res.state.Reserved, r)
+		p.lookAgainAt(r.DepartedAt.Add(p.in.restartGrace))
+	}
+	for _, pod := range slices.Sorted(maps.Keys(p.in.published)) {
+		e := p.in.published[pod]
+		if isMember[e.Member] || reserved[e.Member] || len(e.Queues) == 0 {
+			continue
+		}
+		reserved[e.Member] = true
+		p.res.state.Reserved = append(p.res.state.Reserved, reservation{Member: e.Member, DepartedAt: p.in.now, Queues: protocol.Compact(e.Queues)})
+		p.lookAgainAt(p.in.now.Add(p.in.restartGrace))
+	}
 	reservedFor := map[allocate.Queue]string{}
-	if in.restartGrace > 0 && in.trusted {
-		reserved := map[string]bool{}
-		for _, r := range state.Reserved {
-			if isMember[r.Member] || !in.now.Before(r.DepartedAt.Add(in.restartGrace)) {
-				continue
-			}
-			reserved[r.Member] = true
-			res.state.Reserved = append(res.state.Reserved, r)
-			deadlines = append(deadlines, r.DepartedAt.Add(in.restartGrace))
-		}
-		for _, pod := range slices.Sorted(maps.Keys(in.published)) {
-			p := in.published[pod]
-			if isMember[p.Member] || reserved[p.Member] || len(p.Queues) == 0 {
-				continue
-			}
-			reserved[p.Member] = true
-			res.state.Reserved = append(res.state.Reserved, reservation{Member: p.Member, DepartedAt: in.now, Queues: protocol.Compact(p.Queues)})
-			deadlines = append(deadlines, in.now.Add(in.restartGrace))
-		}
-		for _, r := range res.state.Reserved {
-			qs, _ := in.scope.Expand(r.Queues)
-			for _, q := range qs.Queues {
-				reservedFor[q] = r.Member
-			}
+	for _, r := range p.res.state.Reserved {
+		qs, _ := p.in.scope.Expand(r.Queues)
+		for _, q := range qs.Queues {
+			reservedFor[q] = r.Member
 		}
 	}
+	return reservedFor
+}
 
-	// Phase 3: what each incarnation that stands may be reading (held: its claim, and what it was
-	// published), what it was published and has not acknowledged away (pending), and whether the operator
-	// cannot know (unknown: a recovery it has not acknowledged, or a claim that cannot be read). Fenced
-	// queues no longer count. Readers are numbered; holders maps a queue to the readers that hold it.
-	type reader struct {
-		inc *incarnation
-		key string
-		// held is what the incarnation is known to hold, sorted: never every queue, since an unreadable
-		// claim proves nothing about any one queue; that incarnation is unknown instead.
-		held               []allocate.Queue
-		claimUnreadable    bool
-		unknown, fencedAll bool
-	}
-	// holding is who holds a queue: how many readers, and one of them.
-	type holding struct{ first, count int32 }
-	var readers []reader
-	readerOf := map[string]int32{}
+// reader is an incarnation that stands, as the handoff counts what it may be reading.
+type reader struct {
+	inc *incarnation
+	key string
+	// held is what the incarnation is known to hold (its claim, and what it was published), sorted: never
+	// every queue, since an unreadable claim proves nothing about any one queue; that incarnation is
+	// unknown instead.
+	held            []allocate.Queue
+	claimUnreadable bool
+	// unknown is set when the operator cannot know what it reads: a recovery it has not acknowledged, or
+	// a claim that cannot be read. fencedAll when everything it read was fenced.
+	unknown, fencedAll bool
+}
+
+// holding is who holds a queue: how many readers, and one of them.
+type holding struct{ first, count int32 }
+
+// holdings are who may be reading what: the readers, numbered, and the readers of each queue.
+type holdings struct {
+	readers  []reader
+	readerOf map[string]int32
+	holders  map[allocate.Queue]holding
+	// unknowns counts the readers that may hold any queue; unknownReader is one of them (unnamedReader
+	// for a reader nobody can name).
+	unknowns      int
+	unknownReader int32
+	revoked       revokedQueues
+}
+
+// unnamedReader stands for a reader nobody can name (handoffState.HoldUnclaimedUntil).
+const unnamedReader = -2
+
+// countHoldings is the third step: what each incarnation that stands may be reading (held: its claim, and
+// what it was published), what it was published and has not acknowledged away (pending), and whether the
+// operator cannot know (unknown). Fenced queues no longer count.
+func (p *handoffPass) countHoldings(revoked revokedQueues) *holdings {
 	queues := 0
-	for _, qs := range in.target {
+	for _, qs := range p.in.target {
 		queues += len(qs)
 	}
-	holders := make(map[allocate.Queue]holding, queues)
-	unknownCount, unknownReader := 0, int32(-1)
-	hold := state.HoldUnclaimedUntil
-	if !in.trusted && in.now.Before(in.unseenUntil) {
-		hold = &in.unseenUntil
-	}
-	if hold != nil && in.now.Before(*hold) {
+	h := &holdings{readerOf: map[string]int32{}, holders: make(map[allocate.Queue]holding, queues), unknownReader: -1, revoked: revoked}
+	if hold := p.unclaimedHeldUntil(); hold != nil {
 		// A reader nobody can name may hold any queue: as one more unknown reader, never a member.
-		unknownCount, unknownReader = 1, -2
-		deadlines = append(deadlines, *hold)
-		until := hold.UTC()
-		res.state.HoldUnclaimedUntil = &until
+		h.unknowns, h.unknownReader = 1, unnamedReader
+		p.lookAgainAt(*hold)
+		p.res.state.HoldUnclaimedUntil = hold
 	}
-	for _, i := range in.incarnations {
-		if !i.stands(in.now, in.maxSkew) {
-			continue
-		}
-		idx := int32(len(readers))
-		r := reader{inc: i, key: key(i.pod, i.uid)}
-		var claim []allocate.Queue
-		switch {
-		case i.lease == nil || !i.lease.HasClaim:
-		case i.lease.ClaimErr != nil:
-			res.unreadableClaims = append(res.unreadableClaims, i.lease.Name)
-			r.claimUnreadable, r.unknown = true, true
-		default:
-			claim = i.lease.Claim
-			if l := lapsed[r.key]; l != nil {
-				claim = slices.DeleteFunc(slices.Clone(claim), l.has)
-			}
-		}
-		var entry []allocate.Queue
-		if e, ok := in.published[i.pod]; in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
-			entry = e.Queues
-		}
-		r.held = protocol.UnionQueues(claim, entry)
-		fenced := fencedQueues[r.key]
-		r.fencedAll = fenced != nil && fenced.all
-		r.unknown = !r.fencedAll && (r.unknown || !in.trusted || pending[r.key] != nil && pending[r.key].all)
-		readers = append(readers, r)
-		readerOf[r.key] = idx
-		if r.fencedAll {
-			continue
-		}
-		if r.unknown {
-			unknownCount, unknownReader = unknownCount+1, idx
-		}
-		hold := func(q allocate.Queue) {
-			if fenced != nil && fenced.has(q) {
-				return
-			}
-			h, ok := holders[q]
-			if !ok {
-				h.first = idx
-			}
-			h.count++
-			holders[q] = h
-		}
-		for _, q := range r.held {
-			hold(q)
-		}
-		if p := pending[r.key]; p != nil {
-			for q := range p.queues {
-				if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareQueues); !held {
-					hold(q)
-				}
-			}
+	for _, i := range p.in.incarnations {
+		if i.stands(p.in.now, p.in.maxSkew) {
+			h.add(p.readerOf(i, revoked))
 		}
 	}
-	// A queue is blocked for a member while another incarnation holds it, or, unless the member itself is
-	// known to hold it, while another one may hold anything: a queue someone claims cannot have been given
-	// to anyone else, since it was given only once its previous reader's claim let go of it. A claim that
-	// cannot be read shows nothing of the kind, for anyone.
-	// A member keeps what its own claim says it may be reading, whoever else claims it too: keeping the
-	// queue adds no reader, and taking it away would not stop the other claimant from reading it.
-	blocked := func(q allocate.Queue, self int32) bool {
-		if self >= 0 && claims(readers[self].inc, fencedQueues[readers[self].key], q) && !lapsed[readers[self].key].has(q) {
+	return h
+}
+
+// unclaimedHeldUntil is until when a queue nobody claims goes to nobody, in UTC; nil when it may go.
+func (p *handoffPass) unclaimedHeldUntil() *time.Time {
+	hold := p.state.HoldUnclaimedUntil
+	if !p.in.trusted && p.in.now.Before(p.in.unseenUntil) {
+		hold = &p.in.unseenUntil
+	}
+	if hold == nil || !p.in.now.Before(*hold) {
+		return nil
+	}
+	until := hold.UTC()
+	return &until
+}
+
+// readerOf is what incarnation i may be reading.
+func (p *handoffPass) readerOf(i *incarnation, revoked revokedQueues) reader {
+	r := reader{inc: i, key: incarnationKey(i.pod, i.uid)}
+	var claim []allocate.Queue
+	switch {
+	case i.lease == nil || !i.lease.HasClaim:
+	case i.lease.ClaimErr != nil:
+		p.res.unreadableClaims = append(p.res.unreadableClaims, i.lease.Name)
+		r.claimUnreadable, r.unknown = true, true
+	default:
+		claim = i.lease.Claim
+		if l := revoked.lapsed[r.key]; l != nil {
+			claim = slices.DeleteFunc(slices.Clone(claim), l.has)
+		}
+	}
+	var entry []allocate.Queue
+	if e, ok := p.in.published[i.pod]; p.in.trusted && ok && (types.UID(e.PodUID) == i.uid || e.PodUID == "" && i.exists) {
+		entry = e.Queues
+	}
+	r.held = protocol.UnionQueues(claim, entry)
+	fenced := revoked.fenced[r.key]
+	r.fencedAll = fenced != nil && fenced.all
+	r.unknown = !r.fencedAll && (r.unknown || !p.in.trusted || revoked.pending[r.key] != nil && revoked.pending[r.key].all)
+	return r
+}
+
+// add numbers r and counts it as a holder of what it holds and of what it was given and has not yet
+// acknowledged away, except what was fenced from it.
+func (h *holdings) add(r reader) {
+	idx := int32(len(h.readers))
+	h.readers = append(h.readers, r)
+	h.readerOf[r.key] = idx
+	if r.fencedAll {
+		return
+	}
+	if r.unknown {
+		h.unknowns, h.unknownReader = h.unknowns+1, idx
+	}
+	fenced := h.revoked.fenced[r.key]
+	for _, q := range r.held {
+		h.hold(q, idx, fenced)
+	}
+	if pending := h.revoked.pending[r.key]; pending != nil {
+		for q := range pending.queues {
+			if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareQueues); !held {
+				h.hold(q, idx, fenced)
+			}
+		}
+	}
+}
+
+// hold counts reader idx as a holder of q, unless q was fenced from it.
+func (h *holdings) hold(q allocate.Queue, idx int32, fenced *queueSet) {
+	if fenced.has(q) {
+		return
+	}
+	held, ok := h.holders[q]
+	if !ok {
+		held.first = idx
+	}
+	held.count++
+	h.holders[q] = held
+}
+
+// indexOf is the number of the reader of pod, uid; -1 when it is none.
+func (h *holdings) indexOf(pod string, uid types.UID) int32 {
+	if idx, ok := h.readerOf[incarnationKey(pod, uid)]; ok {
+		return idx
+	}
+	return -1
+}
+
+// blocked reports whether q must wait before it goes to reader self (-1: a member that reads nothing). A
+// queue is blocked while another incarnation holds it, or, unless the member itself is known to hold it,
+// while another one may hold anything: a queue someone claims cannot have been given to anyone else, since
+// it was given only once its previous reader's claim let go of it. A claim that cannot be read shows
+// nothing of the kind, for anyone. A member keeps what its own claim says it may be reading, whoever else
+// claims it too: keeping the queue adds no reader, and taking it away would not stop the other claimant
+// from reading it.
+func (h *holdings) blocked(q allocate.Queue, self int32) bool {
+	if self >= 0 {
+		key := h.readers[self].key
+		if claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
 			return false
 		}
-		if h, held := holders[q]; held {
-			return h.count > 1 || h.first != self
-		}
-		return unknownCount > 1 || unknownCount == 1 && unknownReader != self
 	}
+	if held, ok := h.holders[q]; ok {
+		return held.count > 1 || held.first != self
+	}
+	return h.unknowns > 1 || h.unknowns == 1 && h.unknownReader != self
+}
 
-	// Phase 4: each member gets what its target gives it and nobody else may be reading.
-	for _, m := range in.members {
-		self, ok := readerOf[key(m.Pod, m.UID)]
-		if !ok {
-			self = -1
-		}
+// grant is the fourth step: each member gets what its target gives it and nobody else may be reading.
+func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]string) {
+	for _, m := range p.in.members {
+		self := held.indexOf(m.Pod, m.UID)
 		var qs []allocate.Queue
-		for _, q := range in.target[m.ID] {
-			if r := reservedFor[q]; r != "" && r != m.ID || in.cooperative && blocked(q, self) {
-				res.withheld++
+		for _, q := range p.in.target[m.ID] {
+			if r := reservedFor[q]; r != "" && r != m.ID || p.in.cooperative && held.blocked(q, self) {
+				p.res.withheld++
 				continue
 			}
 			qs = append(qs, q)
 		}
 		// In the order entries and claims list queues, once for every later use.
 		slices.SortFunc(qs, protocol.CompareQueues)
-		res.entries[m.Pod] = qs
+		p.res.entries[m.Pod] = qs
 	}
+}
 
-	// Phase 5: what incarnations that stand lose now is revoked, to be released by their acknowledgement.
-	// Without trusted bookkeeping every one of them is in a recovery until it acknowledges this generation.
-	if in.cooperative {
-		memberPods := make(map[string]types.UID, len(in.members))
-		for _, m := range in.members {
-			memberPods[m.Pod] = m.UID
+// revokeLost is the fifth step, in Cooperative mode: what incarnations that stand lose now is revoked, to
+// be released by their acknowledgement. Without trusted bookkeeping every one of them is in a recovery
+// until it acknowledges this generation.
+func (p *handoffPass) revokeLost(held *holdings, revoked revokedQueues) {
+	memberUID := make(map[string]types.UID, len(p.in.members))
+	for _, m := range p.in.members {
+		memberUID[m.Pod] = m.UID
+	}
+	for _, r := range held.readers {
+		i := r.inc
+		switch {
+		case r.fencedAll:
+			continue
+		case !p.in.trusted:
+			p.revoke(revocation{Pod: i.pod, UID: i.uid, At: p.in.now, All: true})
+			p.res.recovering++
+			continue
+		case r.claimUnreadable:
+			// Nothing is known of what it lost; it holds everything back until it writes its claim again.
+			continue
 		}
-		for _, r := range readers {
-			i := r.inc
-			switch {
-			case r.fencedAll:
-				continue
-			case !in.trusted:
-				res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, All: true})
-				res.recovering++
-				deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
-				continue
-			case r.claimUnreadable:
-				// Nothing is known of what it lost; it holds everything back until it writes its claim again.
-				continue
-			}
-			isMember := memberPods[i.pod] == i.uid
-			var kept []allocate.Queue
-			if isMember {
-				kept = res.entries[i.pod]
-			}
-			var lost []allocate.Queue
-			for _, q := range protocol.SubtractQueues(r.held, kept) {
-				if (pending[r.key] == nil || !pending[r.key].has(q)) && (fencedQueues[r.key] == nil || !fencedQueues[r.key].has(q)) {
-					lost = append(lost, q)
-				}
-			}
-			if len(lost) == 0 {
-				continue
-			}
-			if isMember {
-				res.revokedFromMembers = append(res.revokedFromMembers, lost...)
-			}
-			res.state.Revocations = append(res.state.Revocations, revocation{Pod: i.pod, UID: i.uid, At: in.now, Queues: protocol.Compact(lost)})
-			deadlines = append(deadlines, in.now.Add(in.revokeTimeout))
+		isMember := memberUID[i.pod] == i.uid
+		var kept []allocate.Queue
+		if isMember {
+			kept = p.res.entries[i.pod]
+		}
+		lost := lostQueues(r.held, kept, revoked.pending[r.key], revoked.fenced[r.key])
+		if len(lost) == 0 {
+			continue
+		}
+		if isMember {
+			p.res.revokedFromMembers = append(p.res.revokedFromMembers, lost...)
+		}
+		p.revoke(revocation{Pod: i.pod, UID: i.uid, At: p.in.now, Queues: protocol.Compact(lost)})
+	}
+}
+
+// revoke records r, a revocation of this pass, which its incarnation has revokeTimeout to acknowledge.
+func (p *handoffPass) revoke(r revocation) {
+	p.res.state.Revocations = append(p.res.state.Revocations, r)
+	p.lookAgainAt(p.in.now.Add(p.in.revokeTimeout))
+}
+
+// lostQueues are the queues of held that kept leaves out and that no earlier revocation (pending) or
+// fence (fenced) already took: what an incarnation loses now.
+func lostQueues(held, kept []allocate.Queue, pending, fenced *queueSet) []allocate.Queue {
+	var lost []allocate.Queue
+	for _, q := range protocol.SubtractQueues(held, kept) {
+		if !pending.has(q) && !fenced.has(q) {
+			lost = append(lost, q)
 		}
 	}
-
-	sortState(&res.state)
-	if len(deadlines) > 0 {
-		next := slices.MinFunc(deadlines, func(a, b time.Time) int { return a.Compare(b) })
-		res.requeueAfter = max(next.Sub(in.now), 100*time.Millisecond)
-	}
-	return res
-}
-
-// claims reports whether inc's readable claim lists q, and q is not fenced from it.
-func claims(inc *incarnation, fenced *queueSet, q allocate.Queue) bool {
-	if inc.lease == nil || inc.lease.ClaimErr != nil || fenced != nil && fenced.has(q) {
-		return false
-	}
-	_, ok := slices.BinarySearchFunc(inc.lease.Claim, q, protocol.CompareQueues)
-	return ok
-}
-
-// sortState orders the state so that the same state always encodes to the same annotation.
-func sortState(s *handoffState) {
-	byPod := func(a, b revocation) int {
-		return cmp.Or(cmp.Compare(a.Generation, b.Generation), strings.Compare(a.Pod, b.Pod), strings.Compare(string(a.UID), string(b.UID)))
-	}
-	slices.SortFunc(s.Revocations, byPod)
-	slices.SortFunc(s.Fenced, byPod)
-	slices.SortFunc(s.Reserved, func(a, b reservation) int { return strings.Compare(a.Member, b.Member) })
-}
-
-func durationOr(seconds *int32, def time.Duration) time.Duration {
-	if seconds == nil {
-		return def
-	}
-	return time.Duration(*seconds) * time.Second
+	return lost
 }

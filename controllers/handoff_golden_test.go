@@ -75,10 +75,10 @@ func TestHandoffUnchanged(t *testing.T) {
 func handoffDigest(res handoffResult) uint64 {
 	h := fnv.New64a()
 	for _, pod := range slices.Sorted(maps.Keys(res.entries)) {
-		fmt.Fprintf(h, "entry %s %v\n", pod, res.entries[pod])
+		_, _ = fmt.Fprintf(h, "entry %s %v\n", pod, res.entries[pod])
 	}
-	fmt.Fprintf(h, "state %s\nfenced %+v\n", res.state.encode(), res.fenced)
-	fmt.Fprintf(h, "withheld %d recovering %d revoked %v unreadable %v requeue %v\n",
+	_, _ = fmt.Fprintf(h, "state %s\nfenced %+v\n", res.state.encode(), res.fenced)
+	_, _ = fmt.Fprintf(h, "withheld %d recovering %d revoked %v unreadable %v requeue %v\n",
 		res.withheld, res.recovering, res.revokedFromMembers, res.unreadableClaims, res.requeueAfter)
 	return h.Sum64()
 }

@@ -1,0 +1,200 @@
+package controllers
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+func tq(ids ...int32) []allocate.Queue {
+	qs := make([]allocate.Queue, len(ids))
+	for i, id := range ids {
+		qs[i] = allocate.Queue{Topic: "t", Broker: "b", ID: id}
+	}
+	return qs
+}
+
+func stepScope() *protocol.Scope {
+	s := protocol.NewScope()
+	s.Add("t", "b", 8)
+	return s
+}
+
+// leased is an incarnation of pod p with a 10 s Lease renewed at renewed, acknowledging acked, claiming
+// claim, and promising to stop within promise (0: no promise).
+func leased(p string, renewed time.Time, acked int64, claim []allocate.Queue, promise time.Duration) *incarnation {
+	return &incarnation{pod: p, uid: types.UID(p + "-uid"), exists: true, lease: &protocol.LeaseState{
+		Name: p, Pod: p, PodUID: types.UID(p + "-uid"), RenewTime: renewed, Duration: 10 * time.Second,
+		AckedGeneration: acked, HasClaim: true, Claim: claim, StopsWithin: promise,
+	}}
+}
+
+func TestSettleRevocation(t *testing.T) {
+	now := goldenNow
+	in := handoffInput{now: now, revokeTimeout: 30 * time.Second, maxSkew: time.Second}
+	in.publications = in.publications.add(4, now.Add(-5*time.Second))
+	r := func(generation int64, ago time.Duration) revocation {
+		return revocation{Pod: "a", UID: "a-uid", Generation: generation, At: now.Add(-ago), Queues: protocol.Compact(tq(1))}
+	}
+	for _, tc := range []struct {
+		name     string
+		inc      *incarnation
+		r        revocation
+		want     revocationOutcome
+		wantWake []time.Time
+	}{
+		{"within the timeout it waits for the timeout and the Lease's expiry",
+			leased("a", now.Add(-time.Second), 3, tq(1), 0), r(4, 10*time.Second),
+			revocationPending, []time.Time{now.Add(20 * time.Second), now.Add(10 * time.Second)}},
+		{"past the timeout, renewed since: fenced",
+			leased("a", now.Add(-time.Second), 3, tq(1), 0), r(4, 40*time.Second),
+			revocationFenced, nil},
+		{"past the timeout, not renewed since: polled until its Lease expires",
+			leased("a", now.Add(-15*time.Second), 3, tq(1), 0), r(4, 40*time.Second),
+			revocationPending, []time.Time{now.Add(fencePoll), now.Add(-4 * time.Second)}},
+		{"a promise not yet kept is one more deadline",
+			leased("a", now.Add(-time.Second), 3, tq(1), 5*time.Second), r(4, 10*time.Second),
+			revocationPending, []time.Time{now.Add(time.Second), now.Add(20 * time.Second), now.Add(10 * time.Second)}},
+		{"a promise kept: lapsed",
+			leased("a", now.Add(-time.Second), 3, tq(1), time.Second), r(4, 10*time.Second),
+			revocationLapsed, nil},
+		{"a promise of a generation not known to be published counts for nothing",
+			leased("a", now.Add(-time.Second), 3, tq(1), time.Second), r(5, 10*time.Second),
+			revocationPending, []time.Time{now.Add(20 * time.Second), now.Add(10 * time.Second)}},
+	} {
+		got, wake := settleRevocation(tc.inc, tc.r, &in)
+		if got != tc.want || !slices.EqualFunc(wake, tc.wantWake, time.Time.Equal) {
+			t.Errorf("%s: got %v waking at %v, want %v waking at %v", tc.name, got, wake, tc.want, tc.wantWake)
+		}
+	}
+}
+
+func TestLostQueues(t *testing.T) {
+	pending, fenced := &queueSet{}, &queueSet{}
+	pending.add(tq(2))
+	fenced.add(tq(3))
+	for _, tc := range []struct {
+		name            string
+		held, kept      []allocate.Queue
+		pending, fenced *queueSet
+		want            []allocate.Queue
+	}{
+		{"what is held and not kept", tq(1, 2, 3, 4), tq(4), nil, nil, tq(1, 2, 3)},
+		{"less what is revoked already", tq(1, 2, 3, 4), tq(4), pending, nil, tq(1, 3)},
+		{"less what is fenced", tq(1, 2, 3, 4), tq(4), pending, fenced, tq(1)},
+		{"nothing lost", tq(1), tq(1, 2), nil, nil, nil},
+	} {
+		if got := lostQueues(tc.held, tc.kept, tc.pending, tc.fenced); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: lostQueues = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHoldingsBlocked counts readers as countHoldings does and asks, queue by queue, whether a member may
+// be given it.
+func TestHoldingsBlocked(t *testing.T) {
+	now := goldenNow
+	scope := stepScope()
+	pendingAll := revocation{Pod: "c", UID: "c-uid", Generation: 9, At: now, All: true}
+	fenceB := revocation{Pod: "b", UID: "b-uid", Generation: 9, At: now, Queues: protocol.Compact(tq(2))}
+	unreadable := leased("d", now, 0, nil, 0)
+	unreadable.lease.ClaimErr = errors.New("unreadable")
+	for _, tc := range []struct {
+		name         string
+		incarnations []*incarnation
+		state        handoffState
+		self         string
+		q            int32
+		want         bool
+	}{
+		{"nobody holds it", []*incarnation{leased("a", now, 0, nil, 0)}, handoffState{}, "a", 1, false},
+		{"another claims it", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, tq(1), 0)}, handoffState{}, "a", 1, true},
+		{"both claim it: the member keeps its own", []*incarnation{leased("a", now, 0, tq(1), 0), leased("b", now, 0, tq(1), 0)}, handoffState{}, "a", 1, false},
+		{"fenced from its other holder", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, tq(2), 0)}, handoffState{Fenced: []revocation{fenceB}}, "a", 2, false},
+		{"another may hold anything (a recovery)", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, nil, 0)}, handoffState{Revocations: []revocation{pendingAll}}, "a", 5, true},
+		{"the one in a recovery keeps what it claims", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, tq(5), 0)}, handoffState{Revocations: []revocation{pendingAll}}, "c", 5, false},
+		{"an unreadable claim may hold anything", []*incarnation{leased("a", now, 0, nil, 0), unreadable}, handoffState{}, "a", 3, true},
+		{"a member without a reader waits for any holder", []*incarnation{leased("b", now, 0, tq(1), 0)}, handoffState{}, "", 1, true},
+	} {
+		p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
+			trusted: true, state: tc.state, incarnations: tc.incarnations, scope: scope})
+		h := p.countHoldings(p.settleRevocations())
+		self := int32(-1)
+		if tc.self != "" {
+			self = h.indexOf(tc.self, types.UID(tc.self+"-uid"))
+		}
+		if got := h.blocked(tq(tc.q)[0], self); got != tc.want {
+			t.Errorf("%s: blocked = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestUnclaimedHeldUntil(t *testing.T) {
+	now := goldenNow
+	later, earlier := now.Add(5*time.Second), now.Add(-time.Second)
+	for _, tc := range []struct {
+		name        string
+		trusted     bool
+		stateHold   *time.Time
+		unseenUntil time.Time
+		want        *time.Time
+	}{
+		{"nothing held", true, nil, time.Time{}, nil},
+		{"the bookkeeping's hold", true, &later, time.Time{}, &later},
+		{"a hold that ended", true, &earlier, time.Time{}, nil},
+		{"untrusted: pods never seen may read until unseenUntil", false, nil, later, &later},
+		{"trusted bookkeeping names every pod: unseenUntil does not count", true, nil, later, nil},
+	} {
+		p := newHandoffPass(handoffInput{now: now, trusted: tc.trusted, state: handoffState{HoldUnclaimedUntil: tc.stateHold}, unseenUntil: tc.unseenUntil})
+		got := p.unclaimedHeldUntil()
+		if (got == nil) != (tc.want == nil) || got != nil && !got.Equal(*tc.want) {
+			t.Errorf("%s: unclaimedHeldUntil = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestKeepReservations(t *testing.T) {
+	now := goldenNow
+	published := map[string]protocol.PublishedEntry{
+		"a": {Entry: protocol.Entry{Member: "ma"}, Queues: tq(1, 2)},
+		"b": {Entry: protocol.Entry{Member: "mb"}, Queues: tq(3)},
+	}
+	old := reservation{Member: "mc", DepartedAt: now.Add(-30 * time.Second), Queues: protocol.Compact(tq(4))}
+	recent := reservation{Member: "md", DepartedAt: now.Add(-5 * time.Second), Queues: protocol.Compact(tq(5))}
+	for _, tc := range []struct {
+		name    string
+		grace   time.Duration
+		trusted bool
+		members []string
+		want    map[int32]string
+	}{
+		{"no grace keeps nothing", 0, true, nil, nil},
+		{"untrusted bookkeeping keeps nothing", 20 * time.Second, false, nil, nil},
+		{"departed members' queues and reservations in their grace", 20 * time.Second, true, []string{"ma"},
+			map[int32]string{3: "mb", 5: "md"}},
+		{"a member that returned has nothing kept", 20 * time.Second, true, []string{"ma", "mb", "md"}, map[int32]string{}},
+	} {
+		var members []member
+		for _, m := range tc.members {
+			members = append(members, member{Member: allocate.Member{ID: m}})
+		}
+		p := newHandoffPass(handoffInput{now: now, restartGrace: tc.grace, trusted: tc.trusted, members: members,
+			published: published, scope: stepScope(), state: handoffState{Reserved: []reservation{old, recent}}})
+		got := p.keepReservations()
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for id, m := range tc.want {
+			if got[tq(id)[0]] != m {
+				t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}

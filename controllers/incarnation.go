@@ -1,0 +1,87 @@
+package controllers
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// incarnation is one pod incarnation (pod name and UID) that may be reading queues: a member, a pod that
+// was one, or the holder of a Lease whose pod is gone.
+type incarnation struct {
+	pod string
+	uid types.UID
+	// exists is set while a pod of this name and UID exists; stopped when the kubelet reports that every
+	// container of it has terminated: evidence that no process of it reads anything.
+	exists, stopped bool
+	// lease is the Lease this incarnation holds; nil when it holds none.
+	lease *protocol.LeaseState
+	// unseenUntil is, for an incarnation the operator published an entry for but that has neither a pod
+	// nor a Lease, until when it may still be reading: its Lease may have vanished before this operator
+	// started, and a vanished Lease proves nothing.
+	unseenUntil time.Time
+}
+
+// incarnationKey identifies an incarnation in maps.
+func incarnationKey(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
+
+// stands reports whether the incarnation may still be reading: not stopped, and its Lease has not expired
+// by the operator's count (protocol.LeaseState.Stands). An incarnation without a Lease does not follow
+// the member protocol; it is taken to read while its pod exists.
+func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
+	if i.stopped {
+		return false
+	}
+	if i.lease != nil {
+		return i.lease.Stands(now, maxSkew)
+	}
+	return i.exists || now.Before(i.unseenUntil)
+}
+
+func (i *incarnation) acked() int64 {
+	if i.lease == nil {
+		return 0
+	}
+	return i.lease.AckedGeneration
+}
+
+// aliveAt reports whether the incarnation showed it was alive at or after t: its Lease was renewed then, or,
+// without a Lease, its pod still exists.
+func (i *incarnation) aliveAt(t time.Time) bool {
+	if i.lease != nil {
+		return !i.lease.RenewTime.Before(t)
+	}
+	return i.exists
+}
+
+// stoppedByKubelet reports whether the kubelet says no container of pod runs and each has terminated at
+// least once: no process of the pod can be reading. A pod that is only NotReady, or gone, proves nothing.
+func stoppedByKubelet(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, c := range statuses {
+		if c.State.Running != nil || c.State.Terminated == nil && c.LastTerminationState.Terminated == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// claims reports whether inc's readable claim lists q, and q is not fenced from it.
+func claims(inc *incarnation, fenced *queueSet, q allocate.Queue) bool {
+	if inc.lease == nil || inc.lease.ClaimErr != nil || fenced != nil && fenced.has(q) {
+		return false
+	}
+	_, ok := slices.BinarySearchFunc(inc.lease.Claim, q, protocol.CompareQueues)
+	return ok
+}
