@@ -30,71 +30,92 @@ var programs = []struct{ Binary, Image, Entrypoint string }{
 	{"consumergroup-agent", "consumergroup-agent", "/consumergroup-agent"},
 }
 
+// releaseFlags are the command line's flags; each command reads those it names.
+type releaseFlags struct {
+	root, out, version, prefix, bin, arch, revision, created, platforms, downloadURL string
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: release images|manifests [flags]")
 		os.Exit(2)
 	}
+	var f releaseFlags
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	root := fs.String("root", "../..", "the checkout")
-	out := fs.String("out", "../../dist", "where to write")
-	version := fs.String("version", "", "the release's version, e.g. 0.1.0; the images' tag")
-	prefix := fs.String("repository-prefix", filepath.Dir(operatorRepository), "the images' repository, less the program's name")
-	bin := fs.String("bin", "", "images: the folder holding the static linux binaries")
-	arch := fs.String("arch", "amd64", "images: the binaries' GOARCH")
-	revision := fs.String("revision", "", "images: the commit")
-	created := fs.String("created", "", "images, plugin: the commit's time (RFC 3339), every timestamp in the archives")
-	platforms := fs.String("platforms", "linux/amd64", "plugin: the OS/ARCH pairs, comma-separated, whose binaries are in -bin/OS-ARCH")
-	downloadURL := fs.String("download-url", "", "plugin: where the archives are published (default: the release's page)")
+	fs.StringVar(&f.root, "root", "../..", "the checkout")
+	fs.StringVar(&f.out, "out", "../../dist", "where to write")
+	fs.StringVar(&f.version, "version", "", "the release's version, e.g. 0.1.0; the images' tag")
+	fs.StringVar(&f.prefix, "repository-prefix", filepath.Dir(operatorRepository), "the images' repository, less the program's name")
+	fs.StringVar(&f.bin, "bin", "", "images: the folder holding the static linux binaries")
+	fs.StringVar(&f.arch, "arch", "amd64", "images: the binaries' GOARCH")
+	fs.StringVar(&f.revision, "revision", "", "images: the commit")
+	fs.StringVar(&f.created, "created", "", "images, plugin: the commit's time (RFC 3339), every timestamp in the archives")
+	fs.StringVar(&f.platforms, "platforms", "linux/amd64", "plugin: the OS/ARCH pairs, comma-separated, whose binaries are in -bin/OS-ARCH")
+	fs.StringVar(&f.downloadURL, "download-url", "", "plugin: where the archives are published (default: the release's page)")
 	_ = fs.Parse(os.Args[2:])
-	if *version == "" {
+	if f.version == "" {
 		fatal(fmt.Errorf("-version is required"))
 	}
-	fatal(os.MkdirAll(*out, 0o755))
+	fatal(os.MkdirAll(f.out, 0o755))
 	switch os.Args[1] {
 	case "images":
-		t, err := time.Parse(time.RFC3339, *created)
-		fatal(err)
-		for _, p := range programs {
-			ref, err := name.NewTag(*prefix + "/" + p.Image + ":" + *version)
-			fatal(err)
-			img, err := buildImage(imageSpec{Title: p.Image, Binary: filepath.Join(*bin, p.Binary), Entrypoint: p.Entrypoint,
-				Arch: *arch, Version: *version, Revision: *revision, Created: t})
-			fatal(err)
-			path := filepath.Join(*out, p.Image+".tar")
-			fatal(writeImage(path, ref, img))
-			digest, err := img.Digest()
-			fatal(err)
-			fmt.Printf("%s: %s %s\n", path, ref, digest)
-		}
+		releaseImages(f)
 	case "manifests":
-		repository := *prefix + "/consumergroup-operator"
-		manifest, err := renderInstall(*root, repository, *version)
-		fatal(err)
-		path := filepath.Join(*out, "install.yaml")
-		fatal(os.WriteFile(path, manifest, 0o644))
-		fmt.Println(path)
-		chart, err := packageChart(filepath.Join(*root, "charts", "consumergroup-operator"), *version, repository, *out)
-		fatal(err)
-		fmt.Println(chart)
+		releaseManifests(f)
 	case "plugin":
-		t, err := time.Parse(time.RFC3339, *created)
-		fatal(err)
-		archives, err := packPlugin(*bin, strings.Split(*platforms, ","), t, *out)
-		fatal(err)
-		url := *downloadURL
-		if url == "" {
-			url = source + "/releases/download/v" + *version
-		}
-		path := filepath.Join(*out, "kubectl-cg.yaml")
-		fatal(writeKrewManifest(path, *version, url, archives))
-		for _, a := range archives {
-			fmt.Println(filepath.Join(*out, a.File))
-		}
-		fmt.Println(path)
+		releasePlugin(f)
 	default:
 		fatal(fmt.Errorf("unknown command %q: images, manifests or plugin", os.Args[1]))
 	}
+}
+
+// releaseImages writes one image tarball per program.
+func releaseImages(f releaseFlags) {
+	t, err := time.Parse(time.RFC3339, f.created)
+	fatal(err)
+	for _, p := range programs {
+		ref, err := name.NewTag(f.prefix + "/" + p.Image + ":" + f.version)
+		fatal(err)
+		img, err := buildImage(imageSpec{Title: p.Image, Binary: filepath.Join(f.bin, p.Binary), Entrypoint: p.Entrypoint,
+			Arch: f.arch, Version: f.version, Revision: f.revision, Created: t})
+		fatal(err)
+		path := filepath.Join(f.out, p.Image+".tar")
+		fatal(writeImage(path, ref, img))
+		digest, err := img.Digest()
+		fatal(err)
+		fmt.Printf("%s: %s %s\n", path, ref, digest)
+	}
+}
+
+// releaseManifests writes install.yaml and the chart's package.
+func releaseManifests(f releaseFlags) {
+	repository := f.prefix + "/consumergroup-operator"
+	manifest, err := renderInstall(f.root, repository, f.version)
+	fatal(err)
+	path := filepath.Join(f.out, "install.yaml")
+	fatal(os.WriteFile(path, manifest, 0o644))
+	fmt.Println(path)
+	chart, err := packageChart(filepath.Join(f.root, "charts", "consumergroup-operator"), f.version, repository, f.out)
+	fatal(err)
+	fmt.Println(chart)
+}
+
+// releasePlugin writes kubectl-cg's archives and its krew manifest.
+func releasePlugin(f releaseFlags) {
+	t, err := time.Parse(time.RFC3339, f.created)
+	fatal(err)
+	archives, err := packPlugin(f.bin, strings.Split(f.platforms, ","), t, f.out)
+	fatal(err)
+	url := f.downloadURL
+	if url == "" {
+		url = source + "/releases/download/v" + f.version
+	}
+	path := filepath.Join(f.out, "kubectl-cg.yaml")
+	fatal(writeKrewManifest(path, f.version, url, archives))
+	for _, a := range archives {
+		fmt.Println(filepath.Join(f.out, a.File))
+	}
+	fmt.Println(path)
 }
 
 func fatal(err error) {

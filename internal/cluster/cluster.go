@@ -73,17 +73,8 @@ type process struct {
 
 // Start starts the cluster and returns once every node is Ready. On error it stops what it started.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	if opts.Assets == "" {
-		opts.Assets = os.Getenv("KUBEBUILDER_ASSETS")
-	}
-	if opts.Assets == "" {
-		return nil, errors.New("no cluster binaries: set Options.Assets or KUBEBUILDER_ASSETS (hack/envtest-bins.sh builds them)")
-	}
-	if len(opts.Zones) == 0 {
-		opts.Zones = []string{"zone-a", "zone-b", "zone-c"}
-	}
-	if opts.NodesPerZone <= 0 {
-		opts.NodesPerZone = 1
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
@@ -112,35 +103,71 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 
-	kc := c.Kubeconfig
-	// The envtest API server runs without the ServiceAccount admission plugin, so pods need no token and
-	// the token controllers stay off; csrsigning has no CA to sign with.
-	if err := c.run(dir, opts.Assets, "kube-controller-manager",
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
-		"--controllers=*,-csrsigning,-serviceaccount-token"); err != nil {
+	if err := c.startComponents(dir, opts.Assets); err != nil {
 		return c, err
 	}
-	if err := c.run(dir, opts.Assets, "kube-scheduler",
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-		"--leader-elect=false", "--secure-port=0"); err != nil {
-		return c, err
-	}
-	// kwok manages only the nodes created below (by their annotation), so a node added by hand with
-	// another kubelet in mind is left alone.
-	if err := c.run(dir, opts.Assets, "kwok",
-		"--kubeconfig="+kc, "--config="+filepath.Join(opts.Assets, "kwok-stages.yaml"),
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.0.0.1/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40"); err != nil {
-		return c, err
-	}
-
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return c, err
 	}
-	for _, zone := range opts.Zones {
-		for i := range opts.NodesPerZone {
+	if err := c.createNodes(ctx, cs, opts.Zones, opts.NodesPerZone); err != nil {
+		return c, err
+	}
+	if err := c.waitNodesReady(ctx, cs); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// setDefaults fills in what opts leaves unset, and fails without the cluster's binaries.
+func (opts *Options) setDefaults() error {
+	if opts.Assets == "" {
+		opts.Assets = os.Getenv("KUBEBUILDER_ASSETS")
+	}
+	if opts.Assets == "" {
+		return errors.New("no cluster binaries: set Options.Assets or KUBEBUILDER_ASSETS (hack/envtest-bins.sh builds them)")
+	}
+	if len(opts.Zones) == 0 {
+		opts.Zones = []string{"zone-a", "zone-b", "zone-c"}
+	}
+	if opts.NodesPerZone <= 0 {
+		opts.NodesPerZone = 1
+	}
+	return nil
+}
+
+// startComponents runs the controller-manager, the scheduler and kwok against the API server, each
+// logging to dir.
+func (c *Cluster) startComponents(dir, assets string) error {
+	kc := c.Kubeconfig
+	// The envtest API server runs without the ServiceAccount admission plugin, so pods need no token and
+	// the token controllers stay off; csrsigning has no CA to sign with.
+	if err := c.run(dir, assets, "kube-controller-manager",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
+		"--controllers=*,-csrsigning,-serviceaccount-token"); err != nil {
+		return err
+	}
+	if err := c.run(dir, assets, "kube-scheduler",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--secure-port=0"); err != nil {
+		return err
+	}
+	// kwok manages only the nodes created below (by their annotation), so a node added by hand with
+	// another kubelet in mind is left alone.
+	if err := c.run(dir, assets, "kwok",
+		"--kubeconfig="+kc, "--config="+filepath.Join(assets, "kwok-stages.yaml"),
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.0.0.1/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// createNodes creates perZone kwok nodes in each of zones.
+func (c *Cluster) createNodes(ctx context.Context, cs kubernetes.Interface, zones []string, perZone int) error {
+	for _, zone := range zones {
+		for i := range perZone {
 			name := fmt.Sprintf("kwok-%s-%d", zone, i)
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        name,
@@ -149,15 +176,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 					"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
 			}}
 			if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return c, fmt.Errorf("creating node %s: %w", name, err)
+				return fmt.Errorf("creating node %s: %w", name, err)
 			}
 			c.Nodes = append(c.Nodes, name)
 		}
 	}
-	if err := c.waitNodesReady(ctx, cs); err != nil {
-		return c, err
-	}
-	return c, nil
+	return nil
 }
 
 // run starts one component with its output in dir/<name>.log.
