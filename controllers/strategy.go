@@ -20,9 +20,12 @@ type strategyCache struct {
 }
 
 type cachedStrategy struct {
-	uid      types.UID
-	spec     v1alpha1.Strategy
-	strategy allocate.Strategy
+	uid  types.UID
+	spec v1alpha1.Strategy
+	// keepsReturning is keepsQueuesForReturningPods of the group it was built for, which a default of the
+	// strategy's parameters depends on (strategyParams).
+	keepsReturning bool
+	strategy       allocate.Strategy
 }
 
 // get returns group's strategy, built anew when the spec's strategy changed.
@@ -30,7 +33,8 @@ func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
-	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
+	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && cached.keepsReturning == keepsQueuesForReturningPods(group) &&
+		equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
 		return cached.strategy, nil
 	}
 	strategy, prob := newStrategy(group)
@@ -40,7 +44,7 @@ func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *
 	if c.byGroup == nil {
 		c.byGroup = map[types.NamespacedName]cachedStrategy{}
 	}
-	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), strategy: strategy}
+	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), keepsReturning: keepsQueuesForReturningPods(group), strategy: strategy}
 	return strategy, nil
 }
 
@@ -55,7 +59,7 @@ func (c *strategyCache) forget(group types.NamespacedName) {
 func newStrategy(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
 	s := &group.Spec.Strategy
 	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
-	strategy, err := allocate.New(allocate.Name(s.Type), s.Params(true))
+	strategy, err := allocate.New(allocate.Name(s.Type), strategyParams(group, true))
 	if err != nil {
 		return nil, strategyProblem(s, ReasonInvalidStrategyParameters, err)
 	}

@@ -3,56 +3,7 @@ package v1alpha1
 import (
 	"strings"
 	"time"
-
-	"k8s.io/utils/ptr"
-
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
-
-// Params converts the strategy's API parameters into pkg/allocate's, so that the reconciler hands them on
-// without knowing any strategy. strict asks for a plan the operator can publish (allocate.Params.Strict).
-func (s *Strategy) Params(strict bool) allocate.Params {
-	p := allocate.Params{Strict: strict}
-	if s.ConsistentHash != nil {
-		p.VirtualNodes = s.ConsistentHash.VirtualNodes
-	}
-	if m := s.MachineRoomNearby; m != nil || s.Type == MachineRoomNearby {
-		p.Inner = allocate.Averagely
-		p.InnerParams = &allocate.Params{}
-		if m != nil && m.Inner != "" {
-			p.Inner = allocate.Name(m.Inner)
-		}
-		if m != nil && m.ConsistentHash != nil {
-			p.InnerParams.VirtualNodes = m.ConsistentHash.VirtualNodes
-		}
-	}
-	if s.ByMachineRoom != nil {
-		p.MachineRooms = s.ByMachineRoom.MachineRooms
-	}
-	if s.ByConfig != nil {
-		p.Assignments = map[string][]allocate.Queue{}
-		for _, a := range s.ByConfig.Assignments {
-			qs := make([]allocate.Queue, 0, len(a.Queues))
-			for _, q := range a.Queues {
-				qs = append(qs, allocate.Queue{Topic: q.Topic, Broker: q.Broker, ID: q.QueueID})
-			}
-			p.Assignments[a.Member] = qs
-		}
-	} else if s.Type == ByConfig {
-		p.Assignments = map[string][]allocate.Queue{}
-	}
-	if st := s.Sticky; st != nil {
-		if st.MaxSkew != nil {
-			p.MaxSkew = *st.MaxSkew
-		}
-		p.ZoneRepairMoves = st.ZoneRepairMoves
-		p.BalanceBy = string(st.BalanceBy)
-		if st.LoadTolerancePercent != nil {
-			p.LoadTolerance = ptr.To(float64(*st.LoadTolerancePercent) / 100)
-		}
-	}
-	return p
-}
 
 // ParamsField is the path of the strategy's parameters in a ConsumerGroup, "spec.strategy.<type>" with
 // the type's first letter in lower case (spec.strategy.byConfig), for messages that name a parameter.

@@ -11,31 +11,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/scheme"
 )
 
 // LeaderElectionID names the Lease replicas compete for.
 const LeaderElectionID = "consumergroup-operator.messaging.consumergroup.io"
 
-// Scheme holds the API types the operator reads and writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+// Scheme holds the API types the operator reads and writes (internal/scheme).
+func Scheme() *runtime.Scheme { return scheme.New() }
 
 // Options are the manager's options. The cache holds only what the reconciler reads: see
 // controllers.CacheByObject.

@@ -16,20 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/queue"
 )
 
-// Queue identifies one message queue, as RocketMQ's MessageQueue does: topic, broker name and queue id.
-type Queue struct {
-	Topic  string
-	Broker string
-	ID     int32
-}
-
-// String renders the queue as "<topic>/<broker>/<id>", the form the plan, the simulator and the docs use.
-func (q Queue) String() string {
-	return q.Topic + "/" + q.Broker + "/" + strconv.FormatInt(int64(q.ID), 10)
-}
+// Queue identifies one message queue (pkg/queue).
+type Queue = queue.Queue
 
 // Member is one consumer of the group.
 type Member struct {

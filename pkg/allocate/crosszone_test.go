@@ -29,7 +29,7 @@ func tinyZoneGroup(rng *rand.Rand) Input {
 		broker := fmt.Sprintf("b%d", b)
 		in.BrokerZones[broker] = zones[rng.IntN(len(zones))]
 		for id := range 1 + rng.IntN(3) {
-			in.Queues = append(in.Queues, Queue{"T", broker, int32(id)})
+			in.Queues = append(in.Queues, Queue{Topic: "T", Broker: broker, ID: int32(id)})
 		}
 	}
 	in.Queues = in.Queues[:min(len(in.Queues), 7)]
@@ -124,7 +124,7 @@ func TestMinCrossZoneCases(t *testing.T) {
 	q := func(broker string, n int) []Queue {
 		var qs []Queue
 		for id := range n {
-			qs = append(qs, Queue{"orders", broker, int32(id)})
+			qs = append(qs, Queue{Topic: "orders", Broker: broker, ID: int32(id)})
 		}
 		return qs
 	}

@@ -213,7 +213,7 @@ func TestCompareUTF16MatchesDefinition(t *testing.T) {
 
 func TestEmptyInputsGiveEmptyPlans(t *testing.T) {
 	members := []Member{{ID: "b", Zone: "z"}, {ID: "a", Zone: "z"}}
-	queues := []Queue{{"T", "z-b", 0}}
+	queues := []Queue{{Topic: "T", Broker: "z-b", ID: 0}}
 	for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig} {
 		s := mustNew(t, name, Params{})
 		for _, in := range []Input{{Members: members}, {Queues: queues}, {}} {
@@ -266,7 +266,7 @@ func TestParameterErrors(t *testing.T) {
 
 func TestMachineRoomNearbyMissingRooms(t *testing.T) {
 	s := mustNew(t, MachineRoomNearby, Params{})
-	queues := []Queue{{"T", "b1", 0}, {"T", "b2", 0}}
+	queues := []Queue{{Topic: "T", Broker: "b1", ID: 0}, {Topic: "T", Broker: "b2", ID: 0}}
 	_, err := s.Allocate(Input{Queues: queues, Members: []Member{{ID: "m", Zone: "z"}}, BrokerZones: map[string]string{"b1": "z"}})
 	if err == nil || !strings.Contains(err.Error(), `broker "b2"`) {
 		t.Errorf("missing broker room: error = %v, want it to name broker b2", err)
@@ -282,7 +282,7 @@ func TestMachineRoomNearbyOrphanRoomsAmongEveryone(t *testing.T) {
 	// first member again.
 	s := mustNew(t, MachineRoomNearby, Params{Inner: Averagely})
 	in := Input{
-		Queues: []Queue{{"T", "b1", 0}, {"T", "b1", 1}, {"T", "b2", 0}, {"T", "b3", 0}},
+		Queues: []Queue{{Topic: "T", Broker: "b1", ID: 0}, {Topic: "T", Broker: "b1", ID: 1}, {Topic: "T", Broker: "b2", ID: 0}, {Topic: "T", Broker: "b3", ID: 0}},
 		Members: []Member{
 			{ID: "a", Zone: "z1"}, {ID: "b", Zone: "z1"}, {ID: "c", Zone: "z9"},
 		},
@@ -293,15 +293,15 @@ func TestMachineRoomNearbyOrphanRoomsAmongEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Plan{
-		"a": {{"T", "b1", 0}, {"T", "b3", 0}, {"T", "b2", 0}},
-		"b": {{"T", "b1", 1}},
+		"a": {{Topic: "T", Broker: "b1", ID: 0}, {Topic: "T", Broker: "b3", ID: 0}, {Topic: "T", Broker: "b2", ID: 0}},
+		"b": {{Topic: "T", Broker: "b1", ID: 1}},
 		"c": {},
 	}
 	checkSamePlan(t, plan, want)
 }
 
 func TestByConfig(t *testing.T) {
-	queues := []Queue{{"T", "b", 0}, {"T", "b", 1}, {"T", "b", 2}}
+	queues := []Queue{{Topic: "T", Broker: "b", ID: 0}, {Topic: "T", Broker: "b", ID: 1}, {Topic: "T", Broker: "b", ID: 2}}
 	assignments := map[string][]Queue{"m1": {queues[2], queues[0]}, "ghost": {queues[1]}}
 	s := mustNew(t, ByConfig, Params{Assignments: assignments})
 	plan, err := s.Allocate(Input{Queues: queues, Members: []Member{{ID: "m2"}, {ID: "m1"}}})
@@ -320,7 +320,7 @@ func TestByConfig(t *testing.T) {
 // not in the input or lists one twice, whoever the members are, and that without it the same
 // configuration is handed out verbatim, as RocketMQ does.
 func TestByConfigStrict(t *testing.T) {
-	q := func(b string, id int32) Queue { return Queue{"T", b, id} }
+	q := func(b string, id int32) Queue { return Queue{Topic: "T", Broker: b, ID: id} }
 	queues := []Queue{q("b", 0), q("b", 1), q("b", 2)}
 	members := []Member{{ID: "a"}, {ID: "b"}}
 	cases := []struct {
@@ -428,7 +428,7 @@ func TestConsistentHashCustomHashAndCollisions(t *testing.T) {
 	hash := func(key string) uint32 { return uint32(len(key) % 3) }
 	s := mustNew(t, ConsistentHash, Params{Hash: hash, VirtualNodes: vnodes(2)})
 	in := Input{
-		Queues:  []Queue{{"T", "b", 1}, {"T", "b", 10}, {"T", "bb", 100}},
+		Queues:  []Queue{{Topic: "T", Broker: "b", ID: 1}, {Topic: "T", Broker: "b", ID: 10}, {Topic: "T", Broker: "bb", ID: 100}},
 		Members: []Member{{ID: "x"}, {ID: "yy"}, {ID: "zzz"}},
 	}
 	plan, err := s.Allocate(in)
@@ -438,7 +438,7 @@ func TestConsistentHashCustomHashAndCollisions(t *testing.T) {
 	// Ring keys: "x-0","x-1" (len 3 → 0), "yy-0","yy-1" (len 4 → 1), "zzz-0","zzz-1" (len 5 → 2).
 	// "MessageQueue [topic=T, brokerName=B, queueId=N]" is 45+len(B)+len(N) long:
 	// b/1 → 47 → 2 (zzz), b/10 → 48 → 0 (x), bb/100 → 50 → 2 (zzz). Nothing hashes to yy's 1.
-	want := Plan{"x": {{"T", "b", 10}}, "yy": {}, "zzz": {{"T", "b", 1}, {"T", "bb", 100}}}
+	want := Plan{"x": {{Topic: "T", Broker: "b", ID: 10}}, "yy": {}, "zzz": {{Topic: "T", Broker: "b", ID: 1}, {Topic: "T", Broker: "bb", ID: 100}}}
 	checkSamePlan(t, plan, want)
 
 	everyoneSame := mustNew(t, ConsistentHash, Params{Hash: func(string) uint32 { return 7 }})

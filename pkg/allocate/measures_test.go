@@ -9,7 +9,7 @@ import (
 )
 
 // mq is queue id of broker "b" of topic "T", the queue every hand-worked case below uses.
-func mq(id int32) Queue { return Queue{"T", "b", id} }
+func mq(id int32) Queue { return Queue{Topic: "T", Broker: "b", ID: id} }
 
 func mqs(ids ...int32) []Queue {
 	qs := make([]Queue, len(ids))
@@ -184,7 +184,7 @@ func TestCrossZone(t *testing.T) {
 		Members:     []Member{{ID: "a", Zone: "z1"}, {ID: "b", Zone: "z2"}, {ID: "c"}},
 		BrokerZones: map[string]string{"b1": "z1", "b2": "z2"},
 	}
-	q := func(broker string, id int32) Queue { return Queue{"T", broker, id} }
+	q := func(broker string, id int32) Queue { return Queue{Topic: "T", Broker: broker, ID: id} }
 	cases := []struct {
 		name string
 		plan Plan

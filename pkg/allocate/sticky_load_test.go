@@ -198,7 +198,7 @@ func pairMeetsAim(dq, eq []Queue, loads map[Queue]float64, dm, em MemberLoad, to
 
 // TestExchangeMeetsAim checks the brute force the property test trusts on two hand-worked plans.
 func TestExchangeMeetsAim(t *testing.T) {
-	q := func(id int32) Queue { return Queue{"T", "b", id} }
+	q := func(id int32) Queue { return Queue{Topic: "T", Broker: "b", ID: id} }
 	in := Input{Queues: []Queue{q(0), q(1), q(2)}, Members: []Member{{ID: "a"}, {ID: "b"}},
 		QueueLoad: map[Queue]float64{q(0): 1, q(1): 1, q(2): 1}}
 	// Three equal queues over two members: one carries two, 1.33 times its share, whatever moves.

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/queue"
 )
 
 // Queue is one message queue: topic, broker name and queue id.
-type Queue = allocate.Queue
+type Queue = queue.Queue
 
 // EntryVersion is the format version of an Entry. Protocol 2 added PodUID and Sum, which version-1
 // readers ignore, so the version stayed 1.
