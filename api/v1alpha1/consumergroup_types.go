@@ -2,8 +2,6 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
 // Annotations the operator reads on member pods. The keys of the objects it writes for the pods to read
@@ -30,16 +28,16 @@ const (
 // +kubebuilder:validation:Enum=Averagely;AveragelyByCircle;ConsistentHash;MachineRoomNearby;ByMachineRoom;ByConfig;Sticky
 type StrategyType string
 
-// The strategy types, named as pkg/allocate's registry names them; each is documented in
-// docs/strategies.md.
+// The strategy types, named as pkg/allocate's registry names them (a test in controllers checks that each
+// is one); each is documented in docs/strategies.md.
 const (
-	Averagely         = StrategyType(allocate.Averagely)
-	AveragelyByCircle = StrategyType(allocate.AveragelyByCircle)
-	ConsistentHash    = StrategyType(allocate.ConsistentHash)
-	MachineRoomNearby = StrategyType(allocate.MachineRoomNearby)
-	ByMachineRoom     = StrategyType(allocate.ByMachineRoom)
-	ByConfig          = StrategyType(allocate.ByConfig)
-	Sticky            = StrategyType(allocate.Sticky)
+	Averagely         = StrategyType("Averagely")
+	AveragelyByCircle = StrategyType("AveragelyByCircle")
+	ConsistentHash    = StrategyType("ConsistentHash")
+	MachineRoomNearby = StrategyType("MachineRoomNearby")
+	ByMachineRoom     = StrategyType("ByMachineRoom")
+	ByConfig          = StrategyType("ByConfig")
+	Sticky            = StrategyType("Sticky")
 )
 
 // InnerStrategyType names a strategy MachineRoomNearby may apply inside each machine room.
@@ -424,8 +422,9 @@ type StickyParameters struct {
 
 	// zoneRepairMoves is the most queues one rebalance moves beyond those balance forces, to bring the
 	// queues read outside their broker's zone down to the fewest a balanced plan allows; 0 moves none.
-	// Queues that move anyway go to their broker's zone whatever it is. Unset means 8. It applies with
-	// balanceBy Queues and maxSkew 0.
+	// Queues that move anyway go to their broker's zone whatever it is. Unset means 8, or 0 when
+	// spec.handoff.restartGraceSeconds is above 0: a pod that comes back then gets its own queues back
+	// and keeps them, in whatever zone it came back. It applies with balanceBy Queues and maxSkew 0.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1024
@@ -463,8 +462,8 @@ type BalanceBy string
 
 // The quantities Sticky balances.
 const (
-	BalanceByQueues = BalanceBy(allocate.BalanceByQueues)
-	BalanceByLoad   = BalanceBy(allocate.BalanceByLoad)
+	BalanceByQueues = BalanceBy("Queues")
+	BalanceByLoad   = BalanceBy("Load")
 )
 
 // MemberIdentity says what identifies a member: the pod name unless annotation is set.
