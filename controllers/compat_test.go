@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -116,7 +117,7 @@ func TestProtocol1MembersInteroperate(t *testing.T) {
 	assertNoOverlap(t, own)
 
 	must(t, k8s.Delete(context.Background(), getAssignment(t, ns, "v")))
-	waitForEvent(t, ns, "v", ReasonAssignmentDeleted)
+	waitForEvent(t, ns, "v", v1alpha1.ReasonAssignmentDeleted)
 	waitForSettled(t, ns, "v", own, 12, 3)
 	assertNoOverlap(t, own)
 }

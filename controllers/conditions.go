@@ -13,65 +13,10 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 )
 
-// Condition types: Ready (the published assignment follows the spec and the members), Degraded (a new
-// assignment cannot be computed; the last good one stays), Progressing (queues wait for a handoff), Fenced
-// (a member missed its revoke timeout and its queues were handed on) and Tampered (objects the operator
-// wrote, or a member's claim, were deleted or edited, and the operator holds queues back until it knows
-// again who reads what). Reconciling and Stalled follow the kstatus conventions that GitOps tools read
-// (sigs.k8s.io/cli-utils/pkg/kstatus): Reconciling while the group is on its way to what the spec and the
-// members ask (a handoff or a recovery in flight), Stalled while it cannot get there until someone changes
-// the spec or the pods. Paused is True while spec.paused freezes the published assignment.
-const (
-	ConditionReady       = "Ready"
-	ConditionDegraded    = "Degraded"
-	ConditionProgressing = "Progressing"
-	ConditionFenced      = "Fenced"
-	ConditionTampered    = "Tampered"
-	ConditionReconciling = "Reconciling"
-	ConditionStalled     = "Stalled"
-	ConditionPaused      = "Paused"
-)
-
-// Reasons of healthy and in-flight states.
-const (
-	ReasonAssigned          = "Assigned"
-	ReasonNoMembers         = "NoMembers"
-	ReasonHealthy           = "Healthy"
-	ReasonHandoffInProgress = "HandoffInProgress"
-	ReasonStable            = "Stable"
-	ReasonRevokeTimeout     = "RevokeTimeout"
-	ReasonNoneFenced        = "NoneFenced"
-	ReasonIntact            = "Intact"
-	ReasonRecovering        = "Recovering"
-	ReasonSettled           = "Settled"
-	ReasonPaused            = "Paused"
-	ReasonActive            = "Active"
-)
-
-// Reasons for problems with the group's input: each keeps the published assignment in place.
-const (
-	ReasonInvalidSelector           = "InvalidSelector"
-	ReasonInvalidMemberAnnotation   = "InvalidMemberAnnotation"
-	ReasonDuplicateMemberID         = "DuplicateMemberID"
-	ReasonInvalidStrategyParameters = "InvalidStrategyParameters"
-	ReasonAllocationFailed          = "AllocationFailed"
-	ReasonAssignmentTooLarge        = "AssignmentTooLarge"
-	ReasonGenerationExhausted       = "GenerationExhausted"
-	ReasonNotOwned                  = "NotOwned"
-)
-
-// Reasons for Tampered, which are also the reasons of the Warning events that report it.
-const (
-	ReasonAssignmentDeleted = "AssignmentDeleted"
-	ReasonAssignmentEdited  = "AssignmentEdited"
-	ReasonClaimUnreadable   = "ClaimUnreadable"
-	ReasonLeaseTampered     = "LeaseTampered"
-)
-
 // lostPublished reports whether the finding is that what the operator published was deleted or edited,
 // after which it publishes recoveryStep generations above what it knows. Findings about Leases are not.
 func (p *problem) lostPublished() bool {
-	return p != nil && (p.Reason == ReasonAssignmentDeleted || p.Reason == ReasonAssignmentEdited)
+	return p != nil && (p.Reason == v1alpha1.ReasonAssignmentDeleted || p.Reason == v1alpha1.ReasonAssignmentEdited)
 }
 
 // Event reasons that are not condition reasons.
@@ -182,32 +127,32 @@ func setReady(c conditionSetter, d *decision) {
 	switch {
 	case d.paused:
 		msg := fmt.Sprintf("spec.paused is true: assignment generation %d stays published; a new member gets no queue and a departed member's queues wait until spec.paused is false", d.generation)
-		c.set(ConditionReady, metav1.ConditionFalse, ReasonPaused, msg)
-		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "Nothing is wrong: the group is paused")
-		c.set(ConditionPaused, metav1.ConditionTrue, ReasonPaused, msg)
+		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPaused, msg)
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, "Nothing is wrong: the group is paused")
+		c.set(v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused, msg)
 		return
 	case d.problem != nil:
 		msg := d.problem.Message
 		if d.generation > 0 {
 			msg += fmt.Sprintf("; assignment generation %d stays published", d.generation)
 		}
-		c.set(ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
-		c.set(ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
+		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
 	case len(d.members) == 0:
-		c.set(ConditionReady, metav1.ConditionFalse, ReasonNoMembers, "No Running and Ready pod matches spec.selector")
-		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
+		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "No Running and Ready pod matches spec.selector")
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
 	default:
-		c.set(ConditionReady, metav1.ConditionTrue, ReasonAssigned,
+		c.set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned,
 			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", d.generation, d.queueCount, len(d.members)))
-		c.set(ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
 	}
-	c.set(ConditionPaused, metav1.ConditionFalse, ReasonActive, "The operator publishes what the spec and the members ask")
+	c.set(v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive, "The operator publishes what the spec and the members ask")
 }
 
 // setProgressing says which queues wait for a handoff, and for whose acknowledgement.
 func setProgressing(c conditionSetter, h handoffResult) {
 	if len(h.state.Revocations) == 0 && h.withheld == 0 {
-		c.set(ConditionProgressing, metav1.ConditionFalse, ReasonStable, "No queue is waiting for a handoff")
+		c.set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonStable, "No queue is waiting for a handoff")
 		return
 	}
 	var pods []string
@@ -218,20 +163,20 @@ func setProgressing(c conditionSetter, h handoffResult) {
 	if len(pods) > 0 {
 		msg += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
 	}
-	c.set(ConditionProgressing, metav1.ConditionTrue, ReasonHandoffInProgress, msg)
+	c.set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonHandoffInProgress, msg)
 }
 
 // setFenced names the pods whose revocations timed out while they kept renewing their Lease.
 func setFenced(c conditionSetter, h handoffResult) {
 	if len(h.state.Fenced) == 0 {
-		c.set(ConditionFenced, metav1.ConditionFalse, ReasonNoneFenced, "Every member acknowledged its revocations in time")
+		c.set(v1alpha1.ConditionFenced, metav1.ConditionFalse, v1alpha1.ReasonNoneFenced, "Every member acknowledged its revocations in time")
 		return
 	}
 	var pods []string
 	for _, f := range h.state.Fenced {
 		pods = append(pods, f.Pod)
 	}
-	c.set(ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout, fmt.Sprintf(
+	c.set(v1alpha1.ConditionFenced, metav1.ConditionTrue, v1alpha1.ReasonRevokeTimeout, fmt.Sprintf(
 		"Pods %s did not acknowledge a revocation within spec.handoff.revokeTimeoutSeconds while they kept renewing their Lease; their queues were handed on. Such a pod must stop reading the queues its entry no longer lists",
 		strings.Join(slices.Compact(pods), ", ")))
 }
@@ -241,18 +186,18 @@ func setFenced(c conditionSetter, h handoffResult) {
 func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) {
 	switch {
 	case d.tampered != nil:
-		c.set(ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
+		c.set(v1alpha1.ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
 	case d.handoff.recovering > 0:
 		// Keep the reason of the finding while members catch up with the generation that repaired it.
-		old := meta.FindStatusCondition(group.Status.Conditions, ConditionTampered)
-		reason, msg := ReasonAssignmentEdited, ""
+		old := meta.FindStatusCondition(group.Status.Conditions, v1alpha1.ConditionTampered)
+		reason, msg := v1alpha1.ReasonAssignmentEdited, ""
 		if old != nil && old.Status == metav1.ConditionTrue {
 			reason, msg = old.Reason, old.Message+"; "
 		}
-		c.set(ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
+		c.set(v1alpha1.ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
 			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", d.handoff.recovering))
 	default:
-		c.set(ConditionTampered, metav1.ConditionFalse, ReasonIntact, "The objects the operator wrote and the members' claims are as written")
+		c.set(v1alpha1.ConditionTampered, metav1.ConditionFalse, v1alpha1.ReasonIntact, "The objects the operator wrote and the members' claims are as written")
 	}
 }
 
@@ -260,25 +205,25 @@ func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) 
 // their own.
 func setStalled(c conditionSetter, d *decision) {
 	if d.problem != nil {
-		c.set(ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
+		c.set(v1alpha1.ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
 		return
 	}
-	c.set(ConditionStalled, metav1.ConditionFalse, ReasonHealthy, healthyMessage)
+	c.set(v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
 }
 
 // setReconciling is kstatus's: true while a handoff or a recovery is under way, from Progressing and
 // Tampered as this pass set them.
 func setReconciling(c conditionSetter, d *decision) {
-	progressing, tampered := c.find(ConditionProgressing), c.find(ConditionTampered)
+	progressing, tampered := c.find(v1alpha1.ConditionProgressing), c.find(v1alpha1.ConditionTampered)
 	switch {
 	case d.paused:
 		// Nothing moves until someone resumes the group: a handoff in flight does not finish by itself.
-		c.set(ConditionReconciling, metav1.ConditionFalse, ReasonPaused, "spec.paused is true: nothing new is published")
+		c.set(v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonPaused, "spec.paused is true: nothing new is published")
 	case progressing.Status == metav1.ConditionTrue:
-		c.set(ConditionReconciling, metav1.ConditionTrue, ReasonHandoffInProgress, progressing.Message)
+		c.set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonHandoffInProgress, progressing.Message)
 	case tampered.Status == metav1.ConditionTrue:
-		c.set(ConditionReconciling, metav1.ConditionTrue, ReasonRecovering, tampered.Message)
+		c.set(v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRecovering, tampered.Message)
 	default:
-		c.set(ConditionReconciling, metav1.ConditionFalse, ReasonSettled, "No queue waits for a handoff and nothing is being recovered")
+		c.set(v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonSettled, "No queue waits for a handoff and nothing is being recovered")
 	}
 }

@@ -119,7 +119,7 @@ func TestAssignmentForReadyPods(t *testing.T) {
 			t.Errorf("%s holds %d queues, want 5 or 6 (16 over 3)", pod, n)
 		}
 	}
-	waitForCondition(t, ns, "orders", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	waitForCondition(t, ns, "orders", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 	var g *v1alpha1.ConsumerGroup
 	eventually(t, waitFor, func() error {
 		if g = getGroup(t, ns, "orders"); g.Status.AssignmentGeneration != p.Generation {
@@ -183,7 +183,7 @@ func TestScalingRebalances(t *testing.T) {
 	t.Run("last member leaves", func(t *testing.T) {
 		testenv.SetReady(t, k8s, pods[1], false)
 		waitForAssignment(t, ns, "g", nil, nil)
-		waitForCondition(t, ns, "g", ConditionReady, metav1.ConditionFalse, ReasonNoMembers)
+		waitForCondition(t, ns, "g", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoMembers)
 	})
 }
 
@@ -246,7 +246,7 @@ func TestEachStrategyEndToEnd(t *testing.T) {
 					}
 				}
 			}
-			waitForCondition(t, ns, name, ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+			waitForCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 		})
 	}
 }
@@ -313,7 +313,7 @@ func TestAnnotationIdentity(t *testing.T) {
 	// A second pod claiming the same id is refused; the published plan stays.
 	before := getAssignment(t, ns, "a")
 	testenv.Pod(ns, "a-2", "a").Annotate(key, "10.0.0.1@1").Create(t, k8s)
-	waitForCondition(t, ns, "a", ConditionDegraded, metav1.ConditionTrue, ReasonDuplicateMemberID)
+	waitForCondition(t, ns, "a", v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDuplicateMemberID)
 	if after := getAssignment(t, ns, "a"); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the ConfigMap was rewritten while the membership was invalid")
 	}
@@ -326,12 +326,12 @@ func TestInvalidAnnotationKeepsLastPlan(t *testing.T) {
 	testenv.Pod(ns, "w-0", "w").Create(t, k8s)
 	testenv.Pod(ns, "w-1", "w").Create(t, k8s)
 	waitForAssignment(t, ns, "w", []string{"w-0", "w-1"}, partitionOf(6))
-	waitForCondition(t, ns, "w", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	waitForCondition(t, ns, "w", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 	before := getAssignment(t, ns, "w")
 
 	bad := testenv.Pod(ns, "w-2", "w").Annotate(v1alpha1.WeightAnnotation, "heavy").Create(t, k8s)
-	g := waitForCondition(t, ns, "w", ConditionDegraded, metav1.ConditionTrue, ReasonInvalidMemberAnnotation)
-	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "w-2") {
+	g := waitForCondition(t, ns, "w", v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidMemberAnnotation)
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "w-2") {
 		t.Errorf("Ready is %s: %q; want False naming the pod", c.Status, c.Message)
 	}
 	if g.Status.MemberCount != 2 {
@@ -340,14 +340,14 @@ func TestInvalidAnnotationKeepsLastPlan(t *testing.T) {
 	if after := getAssignment(t, ns, "w"); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the ConfigMap was rewritten while a pod's annotation was invalid")
 	}
-	waitForEvent(t, ns, "w", ReasonInvalidMemberAnnotation)
+	waitForEvent(t, ns, "w", v1alpha1.ReasonInvalidMemberAnnotation)
 
 	// Fixing the annotation brings the pod in.
 	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(bad), bad))
 	bad.Annotations[v1alpha1.WeightAnnotation] = "2"
 	must(t, k8s.Update(context.Background(), bad))
 	waitForAssignment(t, ns, "w", []string{"w-0", "w-1", "w-2"}, partitionOf(6))
-	waitForCondition(t, ns, "w", ConditionDegraded, metav1.ConditionFalse, ReasonHealthy)
+	waitForCondition(t, ns, "w", v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy)
 }
 
 func TestConfigMapRestored(t *testing.T) {
@@ -374,7 +374,7 @@ func TestConfigMapRestored(t *testing.T) {
 		waitForAssignment(t, ns, "r", []string{"r-0", "r-1"}, partitionOf(4))
 	})
 	t.Run("each edit is reported and restored once", func(t *testing.T) {
-		if n := len(eventMessages(t, ns, "r", ReasonAssignmentEdited)); n == 0 {
+		if n := len(eventMessages(t, ns, "r", v1alpha1.ReasonAssignmentEdited)); n == 0 {
 			t.Fatal("no AssignmentEdited event")
 		}
 		before := getAssignment(t, ns, "r").ResourceVersion
@@ -404,7 +404,7 @@ func TestNothingWrittenWhenNothingChanged(t *testing.T) {
 	testenv.Group(ns, "s").Topic("t", testenv.Broker("b", 8, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Create(t, k8s)
 	pods := []*corev1.Pod{testenv.Pod(ns, "s-0", "s").Create(t, k8s), testenv.Pod(ns, "s-1", "s").Create(t, k8s)}
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
-	waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	waitForCondition(t, ns, "s", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 
 	versions := func() (string, string) {
 		return getAssignment(t, ns, "s").ResourceVersion, getGroup(t, ns, "s").ResourceVersion
@@ -487,7 +487,7 @@ func TestSpecChangesReplan(t *testing.T) {
 		g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "u", Brokers: []v1alpha1.Broker{testenv.Broker("b", 2, "")}})
 	})
 	waitForAssignment(t, ns, "s", []string{"s-0", "s-1"}, partitionOf(8))
-	g := waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	g := waitForCondition(t, ns, "s", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 	if g.Status.QueueCount != 8 {
 		t.Errorf("status counts %d queues, want 8", g.Status.QueueCount)
 	}
@@ -501,5 +501,5 @@ func TestSpecChangesReplan(t *testing.T) {
 		}
 		return partitionOf(8)(p)
 	})
-	waitForCondition(t, ns, "s", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	waitForCondition(t, ns, "s", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 }

@@ -253,7 +253,7 @@ func (p *decider) judgeTrust() {
 	var findings []string
 	switch {
 	case !pub.Exists && everPublished:
-		p.d.tampered = &problem{ReasonAssignmentDeleted, fmt.Sprintf(
+		p.d.tampered = &problem{v1alpha1.ReasonAssignmentDeleted, fmt.Sprintf(
 			"ConfigMap %s was deleted while members acknowledge up to generation %d; it is published again, and queues no member claims are held back until every member acknowledged it",
 			assignmentName(p.group), p.floor)}
 		return
@@ -265,7 +265,7 @@ func (p *decider) judgeTrust() {
 		findings = append(findings, err.Error())
 	}
 	if len(findings) > 0 {
-		p.d.tampered = &problem{ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
+		p.d.tampered = &problem{v1alpha1.ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
 			"; it is published again, and queues no member claims are held back until every member acknowledged it"}
 		return
 	}
@@ -285,7 +285,7 @@ func (p *decider) checkOwnership() *problem {
 	}
 	// Their removal starts no pass: the cache watches only the operator's own ConfigMaps.
 	p.d.lookAgainAt(p.env.now, p.env.now.Add(foreignRecheck))
-	return &problem{ReasonNotOwned, fmt.Sprintf(
+	return &problem{v1alpha1.ReasonNotOwned, fmt.Sprintf(
 		"ConfigMaps %s exist and are not controlled by ConsumerGroup %s; the operator neither writes nor deletes what it did not create. Rename the group or move those ConfigMaps away",
 		strings.Join(p.obs.foreign, ", "), p.group.Name)}
 }
@@ -316,7 +316,7 @@ func (p *decider) listQueues() *problem {
 		}
 	}
 	if n > protocol.MaxQueues {
-		return &problem{ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
+		return &problem{v1alpha1.ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
 	}
 	p.queues = make([]allocate.Queue, 0, n)
 	p.zones = map[string]string{}
@@ -364,10 +364,10 @@ func (p *decider) allocate() *problem {
 	}
 	out, err := p.env.strategy.Allocate(in)
 	if err != nil {
-		return strategyProblem(&p.group.Spec.Strategy, ReasonAllocationFailed, err)
+		return strategyProblem(&p.group.Spec.Strategy, v1alpha1.ReasonAllocationFailed, err)
 	}
 	if err := allocate.CheckPartition(p.queues, members, out); err != nil {
-		return &problem{ReasonAllocationFailed, err.Error()}
+		return &problem{v1alpha1.ReasonAllocationFailed, err.Error()}
 	}
 	if interval > 0 {
 		// Loads reach the Leases with renewals, which start no pass: look at them again every interval.
@@ -477,7 +477,7 @@ func coversExactly(plan allocate.Plan, members []allocate.Member, queues []alloc
 func strategyProblem(s *v1alpha1.Strategy, reason string, err error) *problem {
 	var param *allocate.ParamError
 	if errors.As(err, &param) {
-		return &problem{ReasonInvalidStrategyParameters, fmt.Sprintf("%s.%s: %s", s.ParamsField(), param.Field, param.Message)}
+		return &problem{v1alpha1.ReasonInvalidStrategyParameters, fmt.Sprintf("%s.%s: %s", s.ParamsField(), param.Field, param.Message)}
 	}
 	return &problem{reason, fmt.Sprintf("strategy %s: %v", s.Type, err)}
 }
@@ -539,7 +539,7 @@ func (p *decider) handOff() *problem {
 	})
 	p.d.handoff, p.entries = h, h.entries
 	if len(h.unreadableClaims) > 0 {
-		p.d.unreadableClaims = &problem{ReasonClaimUnreadable, fmt.Sprintf(
+		p.d.unreadableClaims = &problem{v1alpha1.ReasonClaimUnreadable, fmt.Sprintf(
 			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
 			strings.Join(h.unreadableClaims, ", "))}
 		if p.d.tampered == nil {
@@ -551,7 +551,7 @@ func (p *decider) handOff() *problem {
 	}
 
 	if p.floor > protocol.MaxGeneration-recoveryStep {
-		return &problem{ReasonGenerationExhausted, fmt.Sprintf(
+		return &problem{v1alpha1.ReasonGenerationExhausted, fmt.Sprintf(
 			"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
 			p.floor, protocol.MaxGeneration)}
 	}
@@ -630,7 +630,7 @@ func (p *decider) layOut() *problem {
 	}
 	parts, err := protocol.Layout(p.group.Name, p.d.generation, data, index)
 	if err != nil {
-		return &problem{ReasonAssignmentTooLarge, err.Error() + "; reduce the queues or members of the group"}
+		return &problem{v1alpha1.ReasonAssignmentTooLarge, err.Error() + "; reduce the queues or members of the group"}
 	}
 	p.d.published = true
 	wanted := map[string]bool{}
@@ -751,7 +751,7 @@ func (p *decider) judgeLeases() {
 		}
 	}
 	if len(findings) > 0 {
-		p.d.suspectLeases = &problem{ReasonLeaseTampered, summarize(findings)}
+		p.d.suspectLeases = &problem{v1alpha1.ReasonLeaseTampered, summarize(findings)}
 	}
 }
 

@@ -112,7 +112,7 @@ func TestDecideCooperativeMoveWaitsForTheClaim(t *testing.T) {
 		if len(d.handoff.fenced) != 1 || !slices.Equal(entryOf(d, "p1"), qs(3, 4, 5)) {
 			t.Fatalf("fenced %v, p1 %v; want p0 fenced and 3-5 granted", d.handoff.fenced, entryOf(d, "p1"))
 		}
-		if s := statusFor(group, d, metav1Time(t0)); !hasCondition(s.Conditions, ConditionFenced, "True") {
+		if s := statusFor(group, d, metav1Time(t0)); !hasCondition(s.Conditions, v1alpha1.ConditionFenced, "True") {
 			t.Errorf("Fenced condition missing: %v", s.Conditions)
 		}
 	})
@@ -160,7 +160,7 @@ func TestDecideRecoversFromALostAssignment(t *testing.T) {
 	// p0 claims 0-2; p1 claims 3; p2 claims nothing (a grant of 4-5 to it may have been in flight).
 	obs := world(pods, lease("p0", 7, qs(0, 1, 2), t0), lease("p1", 7, qs(3), t0), lease("p2", 6, nil, t0))
 	d := decide(group, obs, env(group, t0))
-	if d.tampered == nil || d.tampered.Reason != ReasonAssignmentDeleted {
+	if d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonAssignmentDeleted {
 		t.Fatalf("tampered = %v, want AssignmentDeleted", d.tampered)
 	}
 	assertPartition(t, d)
@@ -209,7 +209,7 @@ func TestDecideFindsEdits(t *testing.T) {
 			tc.edit(edited.index)
 			edited.published = protocol.ReadPublished("g", edited.index, nil)
 			d := decide(group, &edited, env(group, t0))
-			if d.tampered == nil || d.tampered.Reason != ReasonAssignmentEdited || !strings.Contains(d.tampered.Message, tc.want) {
+			if d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonAssignmentEdited || !strings.Contains(d.tampered.Message, tc.want) {
 				t.Fatalf("tampered = %v, want AssignmentEdited saying %q", d.tampered, tc.want)
 			}
 			if d.generation != 1+recoveryStep || len(d.writes) != 1 {
@@ -262,7 +262,7 @@ func TestDecideProblemsKeepThePublishedAssignment(t *testing.T) {
 	bad := *obs
 	bad.pods = append(slices.Clone(obs.pods), pod("p2", withAnnotation(v1alpha1.WeightAnnotation, "x")))
 	d := decide(group, &bad, env(group, t0))
-	if d.problem == nil || d.problem.Reason != ReasonInvalidMemberAnnotation || len(d.writes) != 0 || d.generation != 1 || len(d.entries) != 2 {
+	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonInvalidMemberAnnotation || len(d.writes) != 0 || d.generation != 1 || len(d.entries) != 2 {
 		t.Fatalf("problem %v, %d writes, generation %d, %d entries; want the published assignment kept", d.problem, len(d.writes), d.generation, len(d.entries))
 	}
 
@@ -270,7 +270,7 @@ func TestDecideProblemsKeepThePublishedAssignment(t *testing.T) {
 		{Member: "p0", Queues: []v1alpha1.QueueReference{{Topic: "t", Broker: "b", QueueID: 9}}},
 	}}}, 6)
 	d = decide(byConfig, world([]corev1.Pod{pod("p0")}), env(byConfig, t0))
-	if d.problem == nil || d.problem.Reason != ReasonInvalidStrategyParameters || !strings.HasPrefix(d.problem.Message, `spec.strategy.byConfig.assignments["p0"][0]`) {
+	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonInvalidStrategyParameters || !strings.HasPrefix(d.problem.Message, `spec.strategy.byConfig.assignments["p0"][0]`) {
 		t.Fatalf("problem %v, want InvalidStrategyParameters naming spec.strategy.byConfig.assignments[\"p0\"][0]", d.problem)
 	}
 }
@@ -345,7 +345,7 @@ func TestDecideAClaimOfAnUnknownFormatHoldsEverythingBack(t *testing.T) {
 	// p1 leaves: its queues would go to p0, but p1 may be reading anything.
 	obs.pods = obs.pods[:1]
 	d := decide(group, obs, env(group, t0.Add(time.Second)))
-	if len(entryOf(d, "p0")) != 2 || d.tampered == nil || d.tampered.Reason != ReasonClaimUnreadable || !strings.Contains(d.tampered.Message, "g.p1") {
+	if len(entryOf(d, "p0")) != 2 || d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonClaimUnreadable || !strings.Contains(d.tampered.Message, "g.p1") {
 		t.Fatalf("p0 %v, tampered %v; want p1's queues held back and ClaimUnreadable naming its Lease", entryOf(d, "p0"), d.tampered)
 	}
 }

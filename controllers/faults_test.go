@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -88,9 +89,9 @@ func TestAssignmentDeletedMidHandoff(t *testing.T) {
 
 	waitForSettled(t, ns, "d", own, 24, 4)
 	assertNoOverlap(t, own)
-	waitForEvent(t, ns, "d", ReasonAssignmentDeleted)
+	waitForEvent(t, ns, "d", v1alpha1.ReasonAssignmentDeleted)
 	g := getGroup(t, ns, "d")
-	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionTampered); c == nil || c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionTampered); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Tampered is %v once every member caught up, want False", c)
 	}
 }
@@ -136,12 +137,12 @@ func TestJunkInEverythingTheOperatorReads(t *testing.T) {
 	if got := own.Reading(stuck.Reader()); len(got) != len(held) {
 		t.Fatalf("the stuck member reads %d queues, %d before", len(got), len(held))
 	}
-	waitForEvent(t, ns, "j", ReasonAssignmentEdited)
-	if msgs := eventMessages(t, ns, "j", ReasonAssignmentEdited); !strings.Contains(strings.Join(msgs, "\n"), "ConfigMap j-assignment") {
+	waitForEvent(t, ns, "j", v1alpha1.ReasonAssignmentEdited)
+	if msgs := eventMessages(t, ns, "j", v1alpha1.ReasonAssignmentEdited); !strings.Contains(strings.Join(msgs, "\n"), "ConfigMap j-assignment") {
 		t.Errorf("the Warning events do not name what changed: %q", msgs)
 	}
-	waitForEvent(t, ns, "j", ReasonClaimUnreadable)
-	if msgs := eventMessages(t, ns, "j", ReasonClaimUnreadable); !strings.Contains(strings.Join(msgs, "\n"), protocol.LeaseName("j", "j-1")) {
+	waitForEvent(t, ns, "j", v1alpha1.ReasonClaimUnreadable)
+	if msgs := eventMessages(t, ns, "j", v1alpha1.ReasonClaimUnreadable); !strings.Contains(strings.Join(msgs, "\n"), protocol.LeaseName("j", "j-1")) {
 		t.Errorf("the Warning events do not name the Lease whose claim is junk: %q", msgs)
 	}
 
@@ -149,7 +150,7 @@ func TestJunkInEverythingTheOperatorReads(t *testing.T) {
 	stuck.Acking.Store(true)
 	startSimMember(t, "j", testenv.Pod(ns, "j-3", "j").Create(t, k8s), own)
 	waitForSettled(t, ns, "j", own, 12, 4)
-	waitForCondition(t, ns, "j", ConditionTampered, metav1.ConditionFalse, ReasonIntact)
+	waitForCondition(t, ns, "j", v1alpha1.ConditionTampered, metav1.ConditionFalse, v1alpha1.ReasonIntact)
 	assertNoOverlap(t, own)
 }
 

@@ -95,7 +95,7 @@ func waitForSettled(t *testing.T, ns, group string, own *testenv.Ownership, queu
 				return fmt.Errorf("member %s reads %d queues, its entry lists %d", m.Pod, n, m.Queues)
 			}
 		}
-		if c := meta.FindStatusCondition(g.Status.Conditions, ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
+		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Progressing is %v", c)
 		}
 		return nil
@@ -134,7 +134,7 @@ func TestFencedWhenNoAcknowledgement(t *testing.T) {
 	stuck.Acking.Store(false)
 
 	other := startSimMember(t, "f", testenv.Pod(ns, "f-1", "f").OnNode("n").Create(t, k8s), own)
-	waitForCondition(t, ns, "f", ConditionFenced, metav1.ConditionTrue, ReasonRevokeTimeout)
+	waitForCondition(t, ns, "f", v1alpha1.ConditionFenced, metav1.ConditionTrue, v1alpha1.ReasonRevokeTimeout)
 	waitForEvent(t, ns, "f", EventMemberFenced)
 	// After the fence the newcomer gets its share although f-0 never let go.
 	eventually(t, waitFor, func() error {

@@ -76,12 +76,12 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 		if key := group.Spec.MemberIdentity.Annotation; key != nil {
 			id = pod.Annotations[*key]
 			if id == "" {
-				return nil, time.Time{}, &problem{ReasonInvalidMemberAnnotation,
+				return nil, time.Time{}, &problem{v1alpha1.ReasonInvalidMemberAnnotation,
 					fmt.Sprintf("pod %s has no annotation %s, which spec.memberIdentity.annotation names as its member id", pod.Name, *key)}
 			}
 		}
 		if other, dup := podByID[id]; dup {
-			return nil, time.Time{}, &problem{ReasonDuplicateMemberID, fmt.Sprintf("pods %s and %s have the same member id %q", other, pod.Name, id)}
+			return nil, time.Time{}, &problem{v1alpha1.ReasonDuplicateMemberID, fmt.Sprintf("pods %s and %s have the same member id %q", other, pod.Name, id)}
 		}
 		podByID[id] = pod.Name
 
@@ -89,7 +89,7 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 		if v, ok := pod.Annotations[v1alpha1.WeightAnnotation]; ok {
 			w, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil || w < 1 || w > maxWeight {
-				return nil, time.Time{}, &problem{ReasonInvalidMemberAnnotation,
+				return nil, time.Time{}, &problem{v1alpha1.ReasonInvalidMemberAnnotation,
 					fmt.Sprintf("pod %s: annotation %s=%q must be a whole number from 1 to %d", pod.Name, v1alpha1.WeightAnnotation, v, maxWeight)}
 			}
 			weight = int32(w)

@@ -74,9 +74,9 @@ func TestMembersFor(t *testing.T) {
 			pods:  []corev1.Pod{pod("a", onNode("n1"), withAnnotation(v1alpha1.ZoneAnnotation, "zone-x"), withAnnotation(v1alpha1.WeightAnnotation, " 3 "))},
 			want:  []member{m("a", "zone-x", 3, "a")},
 		},
-		{name: "weight not a number", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "heavy"))}, wantReason: ReasonInvalidMemberAnnotation},
-		{name: "weight zero", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "0"))}, wantReason: ReasonInvalidMemberAnnotation},
-		{name: "weight above the bound", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "1001"))}, wantReason: ReasonInvalidMemberAnnotation},
+		{name: "weight not a number", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "heavy"))}, wantReason: v1alpha1.ReasonInvalidMemberAnnotation},
+		{name: "weight zero", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "0"))}, wantReason: v1alpha1.ReasonInvalidMemberAnnotation},
+		{name: "weight above the bound", group: byPodName, pods: []corev1.Pod{pod("a", withAnnotation(v1alpha1.WeightAnnotation, "1001"))}, wantReason: v1alpha1.ReasonInvalidMemberAnnotation},
 		{
 			name:  "invalid annotation on a pod that is not a member is ignored",
 			group: byPodName,
@@ -89,12 +89,12 @@ func TestMembersFor(t *testing.T) {
 			pods:  []corev1.Pod{pod("p1", withAnnotation("client-id", "10.0.0.1@1"))},
 			want:  []member{m("10.0.0.1@1", "", 1, "p1")},
 		},
-		{name: "identity annotation missing", group: byAnnotation, pods: []corev1.Pod{pod("p1")}, wantReason: ReasonInvalidMemberAnnotation},
+		{name: "identity annotation missing", group: byAnnotation, pods: []corev1.Pod{pod("p1")}, wantReason: v1alpha1.ReasonInvalidMemberAnnotation},
 		{
 			name:       "duplicate identity",
 			group:      byAnnotation,
 			pods:       []corev1.Pod{pod("p1", withAnnotation("client-id", "x")), pod("p2", withAnnotation("client-id", "x"))},
-			wantReason: ReasonDuplicateMemberID,
+			wantReason: v1alpha1.ReasonDuplicateMemberID,
 		},
 	}
 	for _, tc := range cases {

@@ -203,7 +203,7 @@ func (m *groupMetrics) forget(key types.NamespacedName) {
 // rebalanceReason says why d published a new generation.
 func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision) string {
 	switch {
-	case d.tampered != nil && d.tampered.Reason != ReasonClaimUnreadable:
+	case d.tampered != nil && d.tampered.Reason != v1alpha1.ReasonClaimUnreadable:
 		return rebalanceRecovery
 	case old.ObservedGeneration != group.Generation:
 		return rebalanceSpec

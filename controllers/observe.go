@@ -81,7 +81,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {
-		obs.selectorProblem = &problem{ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err)}
+		obs.selectorProblem = &problem{v1alpha1.ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err)}
 		return obs, nil
 	}
 	var pods corev1.PodList

@@ -28,14 +28,14 @@ func TestPauseFreezesAssignment(t *testing.T) {
 	p0 := testenv.Pod(ns, "p-0", "p").Create(t, k8s)
 	testenv.Pod(ns, "p-1", "p").Create(t, k8s)
 	before := waitForAssignment(t, ns, "p", pods, partitionOf(8))
-	waitForCondition(t, ns, "p", ConditionPaused, metav1.ConditionFalse, ReasonActive)
+	waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive)
 
 	setPaused(t, ns, "p", true)
-	g := waitForCondition(t, ns, "p", ConditionPaused, metav1.ConditionTrue, ReasonPaused)
-	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonPaused {
+	g := waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPaused {
 		t.Errorf("Ready is %s/%s while paused, want False/Paused", c.Status, c.Reason)
 	}
-	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionDegraded); c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionDegraded); c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded is %s while paused: a pause is not a fault", c.Status)
 	}
 	frozen := getAssignment(t, ns, "p").ResourceVersion
@@ -58,7 +58,7 @@ func TestPauseFreezesAssignment(t *testing.T) {
 	}
 
 	setPaused(t, ns, "p", false)
-	waitForCondition(t, ns, "p", ConditionPaused, metav1.ConditionFalse, ReasonActive)
+	waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive)
 	waitForAssignment(t, ns, "p", []string{"p-1", "p-2"}, partitionOf(8))
 }
 

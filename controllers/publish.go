@@ -107,7 +107,7 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 // a new problem, fenced members.
 func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *decision) {
 	switch {
-	case d.tampered.lostPublished() && (len(d.writes) > 0 || !says(old, ConditionTampered, d.tampered.Message)):
+	case d.tampered.lostPublished() && (len(d.writes) > 0 || !says(old, v1alpha1.ConditionTampered, d.tampered.Message)):
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Restore", "%s. Published generation %d",
 			d.tampered.Message, d.generation)
 	case d.rebalanced:
@@ -120,10 +120,10 @@ func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old 
 			d.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"), load)
 	}
 	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
-	if c := d.unreadableClaims; c != nil && !says(old, ConditionTampered, c.Message) {
+	if c := d.unreadableClaims; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Hold", "%s", c.Message)
 	}
-	if c := d.suspectLeases; c != nil && !says(old, ConditionTampered, c.Message) {
+	if c := d.suspectLeases; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Distrust", "%s", c.Message)
 	}
 	if len(d.restored) > 0 {
@@ -132,7 +132,7 @@ func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old 
 	}
 	// One warning per distinct problem, not one per pass.
 	if d.problem != nil {
-		if c := meta.FindStatusCondition(old.Conditions, ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue ||
+		if c := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue ||
 			c.Reason != d.problem.Reason || !strings.HasPrefix(c.Message, d.problem.Message) {
 			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.problem.Reason, "Plan", "%s", d.problem.Message)
 		}

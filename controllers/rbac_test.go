@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func TestOperatorRunsWithItsGeneratedRole(t *testing.T) {
 	testenv.Pod(ns, "rbac-0", "rbac").Create(t, k8s)
 	p1 := testenv.Pod(ns, "rbac-1", "rbac").Create(t, k8s)
 	waitForAssignment(t, ns, "rbac", []string{"rbac-0", "rbac-1"}, partitionOf(6))
-	waitForCondition(t, ns, "rbac", ConditionReady, metav1.ConditionTrue, ReasonAssigned)
+	waitForCondition(t, ns, "rbac", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned)
 	waitForEvent(t, ns, "rbac", EventRebalanced)
 	must(t, k8s.Delete(context.Background(), p1))
 	waitForAssignment(t, ns, "rbac", []string{"rbac-0"}, partitionOf(6))

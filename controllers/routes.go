@@ -26,17 +26,6 @@ import (
 // pass, which records the routes in status.routes before it plans with them. The status is where the
 // routes last read survive a restart of the operator: while no name server answers, they stay in force.
 
-// ConditionTopologyStale is True while the last read of the routes failed for some topic: the routes read
-// before stay in force.
-const ConditionTopologyStale = "TopologyStale"
-
-// Reasons of TopologyStale besides nameserver's (Unreachable, Timeout, Garbled, Rejected).
-const (
-	ReasonRoutesFresh           = "Fresh"
-	ReasonRoutesPending         = "Reading"
-	ReasonCredentialsUnreadable = "CredentialsUnreadable"
-)
-
 // EventRoutesChanged reports a change of the discovered queues.
 const EventRoutesChanged = "RoutesChanged"
 
@@ -275,7 +264,7 @@ func (r *ConsumerGroupReconciler) readRoutes(ctx context.Context, group *v1alpha
 	if name := group.Spec.NameServer.CredentialsSecret; name != "" {
 		creds, err := r.credentials(ctx, group.Namespace, name)
 		if err != nil {
-			read.errs = []*nameserver.Error{{Addr: strings.Join(addrs, ","), Reason: ReasonCredentialsUnreadable, Err: err}}
+			read.errs = []*nameserver.Error{{Addr: strings.Join(addrs, ","), Reason: v1alpha1.ReasonCredentialsUnreadable, Err: err}}
 			return read
 		}
 		c.Credentials = creds

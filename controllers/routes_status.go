@@ -156,16 +156,16 @@ func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace tim
 // condition stays as it is, or is Unknown until the first read.
 func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, read *routeRead, now time.Time) {
 	if group.Spec.NameServer == nil {
-		meta.RemoveStatusCondition(&status.Conditions, ConditionTopologyStale)
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionTopologyStale)
 		return
 	}
 	set := func(s metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: ConditionTopologyStale, Status: s, Reason: reason,
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionTopologyStale, Status: s, Reason: reason,
 			Message: message, ObservedGeneration: group.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}
 	if read == nil {
-		if meta.FindStatusCondition(status.Conditions, ConditionTopologyStale) == nil {
-			set(metav1.ConditionUnknown, ReasonRoutesPending, "The routes have not been read from the name servers yet")
+		if meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionTopologyStale) == nil {
+			set(metav1.ConditionUnknown, v1alpha1.ReasonRoutesPending, "The routes have not been read from the name servers yet")
 		}
 		return
 	}
@@ -180,7 +180,7 @@ func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.
 		if len(read.errs) > 0 {
 			msg += "; on the way: " + describeReadErrors(read.errs)
 		}
-		set(metav1.ConditionFalse, ReasonRoutesFresh, msg+absentNote(status.Routes, group))
+		set(metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh, msg+absentNote(status.Routes, group))
 		return
 	}
 	since := "never read"
@@ -231,9 +231,9 @@ func absentNote(routes *v1alpha1.RoutesStatus, group *v1alpha1.ConsumerGroup) st
 // emitRouteEvents reports what recording the routes changed: a Warning when the routes turn stale (or
 // stale for another reason), and the queues of the discovered topics that came or went.
 func (r *ConsumerGroupReconciler) emitRouteEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus) {
-	if c := meta.FindStatusCondition(group.Status.Conditions, ConditionTopologyStale); c != nil && c.Status == metav1.ConditionTrue {
-		if was := meta.FindStatusCondition(old.Conditions, ConditionTopologyStale); was == nil || was.Status != metav1.ConditionTrue || was.Reason != c.Reason {
-			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, ConditionTopologyStale, "ReadRoutes", "%s", c.Message)
+	if c := meta.FindStatusCondition(group.Status.Conditions, v1alpha1.ConditionTopologyStale); c != nil && c.Status == metav1.ConditionTrue {
+		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionTopologyStale); was == nil || was.Status != metav1.ConditionTrue || was.Reason != c.Reason {
+			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, v1alpha1.ConditionTopologyStale, "ReadRoutes", "%s", c.Message)
 		}
 	}
 	if changes := routeChanges(old.Routes, group.Status.Routes); len(changes) > 0 {

@@ -135,7 +135,7 @@ func TestRoutesFollowTheNameServer(t *testing.T) {
 	})
 	assertNoOverlap(t, own)
 	waitForEvent(t, g.Namespace, g.Name, EventRoutesChanged)
-	waitForCondition(t, g.Namespace, g.Name, ConditionTopologyStale, metav1.ConditionFalse, ReasonRoutesFresh)
+	waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
 }
 
 // TestRoutesKeptWhileTheNameServerFails: the name server goes down, answers junk, answers a route that
@@ -162,8 +162,8 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		nsrv.SetMode(tc.mode)
 		// Were the name server read, this would move queues.
 		nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 2})
-		got := waitForCondition(t, g.Namespace, g.Name, ConditionTopologyStale, metav1.ConditionTrue, tc.reason)
-		c := meta.FindStatusCondition(got.Status.Conditions, ConditionTopologyStale)
+		got := waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, tc.reason)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale)
 		if !strings.Contains(c.Message, nsrv.Addr) {
 			t.Errorf("mode %d: the condition does not name the name server: %s", tc.mode, c.Message)
 		}
@@ -174,9 +174,9 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		waitForReaders(t, own, ms, want, time.Second)
 		nsrv.SetMode(rocketmqstandin.Serve)
 		nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 8})
-		waitForCondition(t, g.Namespace, g.Name, ConditionTopologyStale, metav1.ConditionFalse, ReasonRoutesFresh)
+		waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
 	}
-	waitForEvent(t, g.Namespace, g.Name, ConditionTopologyStale)
+	waitForEvent(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale)
 	if _, gen := publishedQueues(t, g.Namespace, g.Name); gen != generation {
 		t.Errorf("generation %d after the failures, want %d", gen, generation)
 	}
@@ -243,7 +243,7 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 	stop()
 	nsrv.SetMode(rocketmqstandin.Down)
 	startManager(t, ns)
-	waitForCondition(t, ns, g.Name, ConditionTopologyStale, metav1.ConditionTrue, nameserver.ReasonUnreachable)
+	waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, nameserver.ReasonUnreachable)
 	time.Sleep(1500 * time.Millisecond)
 	if q, gen := publishedQueues(t, ns, g.Name); !slices.Equal(q, want) || gen != generation {
 		t.Fatalf("after a restart with the name server down: generation %d publishes %v; want generation %d with %v", gen, q, generation, want)
@@ -272,8 +272,8 @@ func TestRoutesThroughAServiceWithCredentials(t *testing.T) {
 		}
 	}
 	own, ms := startDiscovered(t, g, 1, dial)
-	got := waitForCondition(t, ns, g.Name, ConditionTopologyStale, metav1.ConditionTrue, ReasonCredentialsUnreadable)
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionTopologyStale); !strings.Contains(c.Message, "acl") {
+	got := waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, v1alpha1.ReasonCredentialsUnreadable)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale); !strings.Contains(c.Message, "acl") {
 		t.Errorf("the condition does not name the Secret: %s", c.Message)
 	}
 	must(t, k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acl"},
@@ -285,7 +285,7 @@ func TestRoutesThroughAServiceWithCredentials(t *testing.T) {
 	if req.ExtFields["AccessKey"] != "ak" || req.ExtFields["Signature"] != check.ExtFields["Signature"] {
 		t.Fatalf("request header fields %v, want them signed as %v", req.ExtFields, check.ExtFields)
 	}
-	waitForCondition(t, ns, g.Name, ConditionTopologyStale, metav1.ConditionFalse, ReasonRoutesFresh)
+	waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
 }
 
 // TestRoutesMixStaticAndDiscoveredTopics: a static topic keeps its brokers as written, a discovered one

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -141,7 +142,7 @@ func TestAckCeiling(t *testing.T) {
 	group.Status.AssignmentGeneration = 7
 	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 7+2*recoveryStep+1, qs(0, 1), t0))
 	d := decide(group, obs, env(group, t0))
-	if d.generation > 7+recoveryStep || d.suspectLeases == nil || d.suspectLeases.Reason != ReasonLeaseTampered {
+	if d.generation > 7+recoveryStep || d.suspectLeases == nil || d.suspectLeases.Reason != v1alpha1.ReasonLeaseTampered {
 		t.Fatalf("an acknowledgement above any published generation gave generation %d, finding %v", d.generation, d.suspectLeases)
 	}
 	if l := d.memberLeases["p0"]; l == nil || l.AckedGeneration != 0 {
@@ -153,7 +154,7 @@ func TestGenerationExhausted(t *testing.T) {
 	group := testGroup(averagely, 2)
 	group.Status.AssignmentGeneration = protocol.MaxGeneration
 	d := decide(group, world([]corev1.Pod{pod("p0")}), env(group, t0))
-	if d.problem == nil || d.problem.Reason != ReasonGenerationExhausted || d.rebalanced || d.generation < 0 {
+	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonGenerationExhausted || d.rebalanced || d.generation < 0 {
 		t.Fatalf("problem %v, rebalanced %v, generation %d", d.problem, d.rebalanced, d.generation)
 	}
 }

@@ -61,7 +61,7 @@ func newStrategy(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
 	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
 	strategy, err := allocate.New(allocate.Name(s.Type), strategyParams(group, true))
 	if err != nil {
-		return nil, strategyProblem(s, ReasonInvalidStrategyParameters, err)
+		return nil, strategyProblem(s, v1alpha1.ReasonInvalidStrategyParameters, err)
 	}
 	return strategy, nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -129,8 +130,8 @@ func TestRenewTimeSetBackDoesNotMoveQueues(t *testing.T) {
 	}))
 	// A pod joining makes the operator plan again while the Lease says an hour ago.
 	startSimMember(t, "r", testenv.Pod(ns, "r-2", "r").Create(t, k8s), own)
-	waitForEvent(t, ns, "r", ReasonLeaseTampered)
-	if msgs := eventMessages(t, ns, "r", ReasonLeaseTampered); !strings.Contains(strings.Join(msgs, "\n"), protocol.LeaseName("r", "r-1")) {
+	waitForEvent(t, ns, "r", v1alpha1.ReasonLeaseTampered)
+	if msgs := eventMessages(t, ns, "r", v1alpha1.ReasonLeaseTampered); !strings.Contains(strings.Join(msgs, "\n"), protocol.LeaseName("r", "r-1")) {
 		t.Errorf("the Warning events do not name the Lease set back: %q", msgs)
 	}
 	waitForSettled(t, ns, "r", own, 12, 3)
@@ -208,11 +209,11 @@ func TestForeignConfigMapIsNotAdopted(t *testing.T) {
 	cooperativeGroup(ns, "o", 4, 30).Create(t, k8s)
 	testenv.Pod(ns, "o-0", "o").Create(t, k8s)
 
-	g := waitForCondition(t, ns, "o", ConditionStalled, metav1.ConditionTrue, ReasonNotOwned)
-	if c := meta.FindStatusCondition(g.Status.Conditions, ConditionStalled); !strings.Contains(c.Message, theirs.Name) {
+	g := waitForCondition(t, ns, "o", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonNotOwned)
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionStalled); !strings.Contains(c.Message, theirs.Name) {
 		t.Errorf("Stalled says %q, which does not name the ConfigMap", c.Message)
 	}
-	waitForEvent(t, ns, "o", ReasonNotOwned)
+	waitForEvent(t, ns, "o", v1alpha1.ReasonNotOwned)
 	time.Sleep(time.Second)
 	var now corev1.ConfigMap
 	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(theirs), &now))
@@ -221,7 +222,7 @@ func TestForeignConfigMapIsNotAdopted(t *testing.T) {
 	}
 
 	must(t, k8s.Delete(context.Background(), theirs))
-	waitForCondition(t, ns, "o", ConditionStalled, metav1.ConditionFalse, ReasonHealthy)
+	waitForCondition(t, ns, "o", v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonHealthy)
 	// The group's first generation is recorded in its status before it is published.
 	eventually(t, waitFor, func() error {
 		if cm := getAssignment(t, ns, "o"); cm == nil || !controlledBy(cm, getGroup(t, ns, "o")) {
@@ -248,7 +249,7 @@ func TestAcknowledgementAboveAnyGenerationIsIgnored(t *testing.T) {
 		lease.Annotations[protocol.AckedGenerationAnnotation] = fmt.Sprint(huge)
 		return k8s.Update(context.Background(), &lease)
 	}))
-	waitForEvent(t, ns, "a", ReasonLeaseTampered)
+	waitForEvent(t, ns, "a", v1alpha1.ReasonLeaseTampered)
 	// The stopped member's Lease lapses and its queues move to the two others.
 	waitForSettled(t, ns, "a", own, 6, 2)
 	if after := getGroup(t, ns, "a").Status.AssignmentGeneration; after > before+recoveryStep {
@@ -274,8 +275,8 @@ func TestClaimOutsideTheSpecIsReported(t *testing.T) {
 		lease.Annotations[protocol.ClaimAnnotation] = protocol.NewClaim(c.PodUID, c.Acked, queues).Encode()
 		return k8s.Update(context.Background(), &lease)
 	}))
-	waitForEvent(t, ns, "o", ReasonLeaseTampered)
-	msgs := strings.Join(eventMessages(t, ns, "o", ReasonLeaseTampered), "\n")
+	waitForEvent(t, ns, "o", v1alpha1.ReasonLeaseTampered)
+	msgs := strings.Join(eventMessages(t, ns, "o", v1alpha1.ReasonLeaseTampered), "\n")
 	if !strings.Contains(msgs, protocol.LeaseName("o", "o-0")+": its claim or load report lists 100 queues outside the spec") {
 		t.Errorf("the Warning events do not report the 100 queues outside the spec: %q", msgs)
 	}

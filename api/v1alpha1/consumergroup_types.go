@@ -544,8 +544,11 @@ type ConsumerGroupStatus struct {
 	// (the operator cannot compute a new assignment; the last good one stays published), Progressing (a
 	// cooperative handoff is in flight: some queues wait for their old reader to let go), Fenced (a
 	// member did not acknowledge a revocation in time while it kept renewing its Lease, and its queues
-	// were handed on) and Tampered (the objects the operator wrote, or a member's claim, were deleted or
-	// edited; queues nobody claims are held back until every member caught up).
+	// were handed on), Tampered (the objects the operator wrote, or a member's claim, were deleted or
+	// edited; queues nobody claims are held back until every member caught up), Reconciling and Stalled
+	// (kstatus: on its way to what the spec and the members ask, or unable to get there until someone
+	// changes the spec or the pods), Paused (spec.paused freezes the published assignment) and
+	// TopologyStale (the last read of the name servers failed; the routes read before stay in force).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

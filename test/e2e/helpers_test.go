@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/cluster"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -159,7 +158,7 @@ func settled(t *testing.T, ns, name string, want int, timeout time.Duration, f *
 		if int(g.Status.MemberCount) != want {
 			return fmt.Errorf("%d members, want %d", g.Status.MemberCount, want)
 		}
-		if c := meta.FindStatusCondition(g.Status.Conditions, controllers.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
+		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Progressing is %v", c)
 		}
 		read := 0
