@@ -1,8 +1,11 @@
 // Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go, with the
-// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go), decides
-// without I/O what to publish (decide.go, with the handoff in handoff.go and membership in
-// membership.go), and writes the status, the assignment and the Lease clean-up (publish.go); conditions.go
-// names the conditions and computes the status; setup.go registers the watches.
+// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go, and the
+// kubelets' node Leases in nodeleases.go), decides without I/O what to publish (decide.go, with membership
+// in membership.go and the handoff in handoff.go: five steps over the bookkeeping of handoff_state.go and
+// the incarnations of incarnation.go), and writes the status, the assignment and the Lease clean-up
+// (publish.go); conditions.go computes the status from the condition types of api/v1alpha1; strategy.go
+// and strategy_params.go build the group's strategy; routes.go reads the name servers; preview.go is the
+// public preview kubectl cg shows; setup.go registers the watches.
 package controllers
 
 import (
