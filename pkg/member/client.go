@@ -383,22 +383,31 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 	}
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
+	if write, err := c.recordAck(generation); !write || err != nil {
+		return err
+	}
+	if err := c.keeper.writeNow(ctx); err != nil {
+		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.keeper.name, err)
+	}
+	return nil
+}
+
+// recordAck records the acknowledgement of generation, for the Lease's next write, and reports whether
+// it is to be written now: not when the Lease already says it, or when it cannot be acknowledged.
+func (c *Client) recordAck(generation int64) (bool, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	queues, delivered := c.delivered[generation]
 	// The generation a restarted process took over from the Lease, delivered to it again: its queues
 	// replace the claim the earlier process left, which may list more.
 	narrows := delivered && generation == c.acked && !slices.Equal(queues, c.ackedQueues)
 	switch {
 	case c.stopped && generation > c.written:
-		c.mu.Unlock()
-		return fmt.Errorf("%w: generation %d is not acknowledged; %s", ErrDrained, generation, drainedReason)
+		return false, fmt.Errorf("%w: generation %d is not acknowledged; %s", ErrDrained, generation, drainedReason)
 	case generation > c.highest.Generation:
-		newest := c.highest.Generation
-		c.mu.Unlock()
-		return fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, newest)
+		return false, fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, c.highest.Generation)
 	case generation <= c.written && !narrows:
-		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	if generation > c.acked || narrows {
 		if !delivered {
@@ -414,11 +423,7 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 		}
 		c.notifyLocked()
 	}
-	c.mu.Unlock()
-	if err := c.keeper.writeNow(ctx); err != nil {
-		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.keeper.name, err)
-	}
-	return nil
+	return true, nil
 }
 
 // Acked is the last generation acknowledged in the Lease.
