@@ -106,7 +106,6 @@ func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *dec
 // trusted, which every later step relies on.
 func newDecider(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decider {
 	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
-	p.bookkeeping, p.bookkeepingErr = decodeHandoff(obs.published.Handoff, obs.scope)
 	p.indexIncarnations()
 	p.judgeTrust()
 	p.judgeLeases()
@@ -128,10 +127,6 @@ type decider struct {
 
 	leaseOf      map[string]*protocol.LeaseState
 	incarnations []*incarnation
-	// bookkeeping is the published handoff state, decoded once per pass; bookkeepingErr says why it
-	// cannot be read.
-	bookkeeping    handoffState
-	bookkeepingErr error
 	// overclaims say which Leases acknowledge generations never published.
 	overclaims []string
 	// unseenUntil is one lease duration after this operator first looked at the group: until then, a pod
@@ -213,8 +208,8 @@ func (p *decider) indexIncarnations() {
 	// A pod whose queues were revoked is named only by the bookkeeping once it is no longer a member: it
 	// may still read them, its Lease gone before this operator started. Naming one more incarnation than
 	// there is only holds queues back, so the bookkeeping counts here even when it cannot be trusted.
-	if p.bookkeepingErr == nil {
-		for _, r := range append(p.bookkeeping.Revocations, p.bookkeeping.Fenced...) {
+	if p.obs.bookkeepingErr == nil {
+		for _, r := range append(p.obs.bookkeeping.Revocations, p.obs.bookkeeping.Fenced...) {
 			unseen(r.Pod, r.UID)
 		}
 	}
@@ -260,7 +255,7 @@ func (p *decider) judgeTrust() {
 	case len(pub.Tampered) > 0:
 		findings = pub.Tampered
 	}
-	state, err := p.bookkeeping, p.bookkeepingErr
+	state, err := p.obs.bookkeeping, p.obs.bookkeepingErr
 	if err != nil {
 		findings = append(findings, err.Error())
 	}

@@ -36,7 +36,7 @@ func BenchmarkDecideSteadyLargeGroup(b *testing.B) {
 	obs.leases = leases
 	b.ResetTimer()
 	for b.Loop() {
-		obs.published = protocol.ReadPublished("g", obs.index, obs.shards)
+		obs.setPublished(protocol.ReadPublished("g", obs.index, obs.shards))
 		d := decide(group, obs, decideEnv{now: t0.Add(time.Second), maxSkew: time.Second, strategy: e.strategy})
 		if len(d.writes) != 0 {
 			b.Fatal("steady state wrote")

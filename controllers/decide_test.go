@@ -207,7 +207,7 @@ func TestDecideFindsEdits(t *testing.T) {
 			edited := *obs
 			edited.index = obs.index.DeepCopy()
 			tc.edit(edited.index)
-			edited.published = protocol.ReadPublished("g", edited.index, nil)
+			edited.setPublished(protocol.ReadPublished("g", edited.index, nil))
 			d := decide(group, &edited, env(group, t0))
 			if d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonAssignmentEdited || !strings.Contains(d.tampered.Message, tc.want) {
 				t.Fatalf("tampered = %v, want AssignmentEdited saying %q", d.tampered, tc.want)
@@ -366,7 +366,8 @@ func TestDecideUnreadableClaimsProveNothing(t *testing.T) {
 	obs.leases = []protocol.LeaseState{junk(lease("p0", 1, qs(0, 1), t0)), junk(lease("p1", 1, qs(2, 3), t0))}
 	obs.pods = obs.pods[:1]
 	obs.podsByName = map[string]*corev1.Pod{"p0": &obs.pods[0]}
-	obs.index, obs.published = nil, protocol.ReadPublished("g", nil, nil)
+	obs.index = nil
+	obs.setPublished(protocol.ReadPublished("g", nil, nil))
 	group.Status.AssignmentGeneration = 1
 	d := decide(group, obs, env(group, t0.Add(time.Second)))
 	if got := entryOf(d, "p0"); len(got) != 0 {

@@ -105,7 +105,7 @@ func world(pods []corev1.Pod, leases ...protocol.LeaseState) *observation {
 	for i := range obs.pods {
 		obs.podsByName[obs.pods[i].Name] = &obs.pods[i]
 	}
-	obs.published = protocol.ReadPublished("g", nil, nil)
+	obs.setPublished(protocol.ReadPublished("g", nil, nil))
 	return obs
 }
 
@@ -131,7 +131,7 @@ func applied(group *v1alpha1.ConsumerGroup, before *observation, d *decision) *o
 	for _, cm := range d.deleteShards {
 		delete(obs.shards, cm.Name)
 	}
-	obs.published = protocol.ReadPublished(group.Name, obs.index, obs.shards)
+	obs.setPublished(protocol.ReadPublished(group.Name, obs.index, obs.shards))
 	return &obs
 }
 

@@ -34,8 +34,11 @@ type observation struct {
 	// index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
 	index  *corev1.ConfigMap
 	shards map[string]*corev1.ConfigMap
-	// published is what index and shards hold, checked against their digests.
-	published protocol.Published
+	// published is what index and shards hold, checked against their digests; bookkeeping the handoff
+	// state beside it, decoded once per pass (setPublished), and bookkeepingErr why it cannot be read.
+	published      protocol.Published
+	bookkeeping    handoffState
+	bookkeepingErr error
 	// leases are the group's member Leases as the operator counts them (leaseSightings): each renewed at the
 	// operator's time of seeing it, and those that vanished while their claims may still stand. vanished
 	// holds the UIDs of the latter, backwards names the Leases whose renewTime went backwards, and
@@ -100,8 +103,8 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	for pod := range obs.published.Entries {
 		named = append(named, pod)
 	}
-	if state, err := decodeHandoff(obs.published.Handoff, obs.scope); err == nil {
-		for _, rv := range append(state.Revocations, state.Fenced...) {
+	if obs.bookkeepingErr == nil {
+		for _, rv := range append(obs.bookkeeping.Revocations, obs.bookkeeping.Fenced...) {
 			named = append(named, rv.Pod)
 		}
 	}
@@ -174,6 +177,13 @@ func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []core
 	return zones, nil
 }
 
+// setPublished records what the published objects hold, and decodes the handoff bookkeeping beside them,
+// once for the whole pass.
+func (obs *observation) setPublished(published protocol.Published) {
+	obs.published = published
+	obs.bookkeeping, obs.bookkeepingErr = decodeHandoff(published.Handoff, obs.scope)
+}
+
 // readPublished reads group's assignment ConfigMaps through reader. The cache holds only ConfigMaps with
 // the operator's label: an index missing there is looked for on the API server, where someone may have
 // taken the label off.
@@ -235,7 +245,7 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 	if group.Spec.MessageModel != v1alpha1.Broadcasting {
 		budget = obs.scope.Len()
 	}
-	obs.published = protocol.ReadPublishedIn(group.Name, obs.index, obs.shards, obs.scope, budget)
+	obs.setPublished(protocol.ReadPublishedIn(group.Name, obs.index, obs.shards, obs.scope, budget))
 	return nil
 }
 

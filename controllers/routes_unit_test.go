@@ -30,7 +30,7 @@ func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
 	shrunk := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 4)
 	shrunk.Spec.Handoff.Mode = v1alpha1.Immediate
 	next.scope = specScope(shrunk)
-	next.published = protocol.ReadPublishedIn(shrunk.Name, next.index, next.shards, next.scope, next.scope.Len())
+	next.setPublished(protocol.ReadPublishedIn(shrunk.Name, next.index, next.shards, next.scope, next.scope.Len()))
 	d2 := decide(shrunk, next, env(shrunk, t0.Add(time.Second)))
 	if !d2.rebalanced || d2.generation <= d.generation || !slices.Equal(entryOf(d2, "p0"), qs(0, 1, 2, 3)) {
 		t.Fatalf("after the queue set shrank: rebalanced %v, generation %d (was %d), p0 gets %v", d2.rebalanced, d2.generation, d.generation, entryOf(d2, "p0"))
