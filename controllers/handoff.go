@@ -102,7 +102,7 @@ func handoff(in handoffInput) handoffResult {
 	held := p.countHoldings(revoked)
 	p.grant(held, reservedFor)
 	if in.cooperative {
-		p.revokeLost(held, revoked)
+		p.revokeLost(held)
 	}
 	sortState(&p.res.state)
 	return p.res
@@ -489,7 +489,7 @@ func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]strin
 // revokeLost is the fifth step, in Cooperative mode: what incarnations that stand lose now is revoked, to
 // be released by their acknowledgement. Without trusted bookkeeping every one of them is in a recovery
 // until it acknowledges this generation.
-func (p *handoffPass) revokeLost(held *holdings, revoked revokedQueues) {
+func (p *handoffPass) revokeLost(held *holdings) {
 	memberUID := make(map[string]types.UID, len(p.in.members))
 	for _, m := range p.in.members {
 		memberUID[m.Pod] = m.UID
@@ -512,7 +512,7 @@ func (p *handoffPass) revokeLost(held *holdings, revoked revokedQueues) {
 		if isMember {
 			kept = p.res.entries[i.pod]
 		}
-		lost := lostQueues(r.held, kept, revoked.pending[r.key], revoked.fenced[r.key])
+		lost := lostQueues(r.held, kept, held.revoked.pending[r.key], held.revoked.fenced[r.key])
 		if len(lost) == 0 {
 			continue
 		}

@@ -12,14 +12,6 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-func tq(ids ...int32) []allocate.Queue {
-	qs := make([]allocate.Queue, len(ids))
-	for i, id := range ids {
-		qs[i] = allocate.Queue{Topic: "t", Broker: "b", ID: id}
-	}
-	return qs
-}
-
 func stepScope() *protocol.Scope {
 	s := protocol.NewScope()
 	s.Add("t", "b", 8)
@@ -40,7 +32,7 @@ func TestSettleRevocation(t *testing.T) {
 	in := handoffInput{now: now, revokeTimeout: 30 * time.Second, maxSkew: time.Second}
 	in.publications = in.publications.add(4, now.Add(-5*time.Second))
 	r := func(generation int64, ago time.Duration) revocation {
-		return revocation{Pod: "a", UID: "a-uid", Generation: generation, At: now.Add(-ago), Queues: protocol.Compact(tq(1))}
+		return revocation{Pod: "a", UID: "a-uid", Generation: generation, At: now.Add(-ago), Queues: protocol.Compact(qs(1))}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -50,22 +42,22 @@ func TestSettleRevocation(t *testing.T) {
 		wantWake []time.Time
 	}{
 		{"within the timeout it waits for the timeout and the Lease's expiry",
-			leased("a", now.Add(-time.Second), 3, tq(1), 0), r(4, 10*time.Second),
+			leased("a", now.Add(-time.Second), 3, qs(1), 0), r(4, 10*time.Second),
 			revocationPending, []time.Time{now.Add(20 * time.Second), now.Add(10 * time.Second)}},
 		{"past the timeout, renewed since: fenced",
-			leased("a", now.Add(-time.Second), 3, tq(1), 0), r(4, 40*time.Second),
+			leased("a", now.Add(-time.Second), 3, qs(1), 0), r(4, 40*time.Second),
 			revocationFenced, nil},
 		{"past the timeout, not renewed since: polled until its Lease expires",
-			leased("a", now.Add(-15*time.Second), 3, tq(1), 0), r(4, 40*time.Second),
+			leased("a", now.Add(-15*time.Second), 3, qs(1), 0), r(4, 40*time.Second),
 			revocationPending, []time.Time{now.Add(fencePoll), now.Add(-4 * time.Second)}},
 		{"a promise not yet kept is one more deadline",
-			leased("a", now.Add(-time.Second), 3, tq(1), 5*time.Second), r(4, 10*time.Second),
+			leased("a", now.Add(-time.Second), 3, qs(1), 5*time.Second), r(4, 10*time.Second),
 			revocationPending, []time.Time{now.Add(time.Second), now.Add(20 * time.Second), now.Add(10 * time.Second)}},
 		{"a promise kept: lapsed",
-			leased("a", now.Add(-time.Second), 3, tq(1), time.Second), r(4, 10*time.Second),
+			leased("a", now.Add(-time.Second), 3, qs(1), time.Second), r(4, 10*time.Second),
 			revocationLapsed, nil},
 		{"a promise of a generation not known to be published counts for nothing",
-			leased("a", now.Add(-time.Second), 3, tq(1), time.Second), r(5, 10*time.Second),
+			leased("a", now.Add(-time.Second), 3, qs(1), time.Second), r(5, 10*time.Second),
 			revocationPending, []time.Time{now.Add(20 * time.Second), now.Add(10 * time.Second)}},
 	} {
 		got, wake := settleRevocation(tc.inc, tc.r, &in)
@@ -77,18 +69,18 @@ func TestSettleRevocation(t *testing.T) {
 
 func TestLostQueues(t *testing.T) {
 	pending, fenced := &queueSet{}, &queueSet{}
-	pending.add(tq(2))
-	fenced.add(tq(3))
+	pending.add(qs(2))
+	fenced.add(qs(3))
 	for _, tc := range []struct {
 		name            string
 		held, kept      []allocate.Queue
 		pending, fenced *queueSet
 		want            []allocate.Queue
 	}{
-		{"what is held and not kept", tq(1, 2, 3, 4), tq(4), nil, nil, tq(1, 2, 3)},
-		{"less what is revoked already", tq(1, 2, 3, 4), tq(4), pending, nil, tq(1, 3)},
-		{"less what is fenced", tq(1, 2, 3, 4), tq(4), pending, fenced, tq(1)},
-		{"nothing lost", tq(1), tq(1, 2), nil, nil, nil},
+		{"what is held and not kept", qs(1, 2, 3, 4), qs(4), nil, nil, qs(1, 2, 3)},
+		{"less what is revoked already", qs(1, 2, 3, 4), qs(4), pending, nil, qs(1, 3)},
+		{"less what is fenced", qs(1, 2, 3, 4), qs(4), pending, fenced, qs(1)},
+		{"nothing lost", qs(1), qs(1, 2), nil, nil, nil},
 	} {
 		if got := lostQueues(tc.held, tc.kept, tc.pending, tc.fenced); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: lostQueues = %v, want %v", tc.name, got, tc.want)
@@ -102,7 +94,7 @@ func TestHoldingsBlocked(t *testing.T) {
 	now := goldenNow
 	scope := stepScope()
 	pendingAll := revocation{Pod: "c", UID: "c-uid", Generation: 9, At: now, All: true}
-	fenceB := revocation{Pod: "b", UID: "b-uid", Generation: 9, At: now, Queues: protocol.Compact(tq(2))}
+	fenceB := revocation{Pod: "b", UID: "b-uid", Generation: 9, At: now, Queues: protocol.Compact(qs(2))}
 	unreadable := leased("d", now, 0, nil, 0)
 	unreadable.lease.ClaimErr = errors.New("unreadable")
 	for _, tc := range []struct {
@@ -114,13 +106,13 @@ func TestHoldingsBlocked(t *testing.T) {
 		want         bool
 	}{
 		{"nobody holds it", []*incarnation{leased("a", now, 0, nil, 0)}, handoffState{}, "a", 1, false},
-		{"another claims it", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, tq(1), 0)}, handoffState{}, "a", 1, true},
-		{"both claim it: the member keeps its own", []*incarnation{leased("a", now, 0, tq(1), 0), leased("b", now, 0, tq(1), 0)}, handoffState{}, "a", 1, false},
-		{"fenced from its other holder", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, tq(2), 0)}, handoffState{Fenced: []revocation{fenceB}}, "a", 2, false},
+		{"another claims it", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, true},
+		{"both claim it: the member keeps its own", []*incarnation{leased("a", now, 0, qs(1), 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, false},
+		{"fenced from its other holder", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(2), 0)}, handoffState{Fenced: []revocation{fenceB}}, "a", 2, false},
 		{"another may hold anything (a recovery)", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, nil, 0)}, handoffState{Revocations: []revocation{pendingAll}}, "a", 5, true},
-		{"the one in a recovery keeps what it claims", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, tq(5), 0)}, handoffState{Revocations: []revocation{pendingAll}}, "c", 5, false},
+		{"the one in a recovery keeps what it claims", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, qs(5), 0)}, handoffState{Revocations: []revocation{pendingAll}}, "c", 5, false},
 		{"an unreadable claim may hold anything", []*incarnation{leased("a", now, 0, nil, 0), unreadable}, handoffState{}, "a", 3, true},
-		{"a member without a reader waits for any holder", []*incarnation{leased("b", now, 0, tq(1), 0)}, handoffState{}, "", 1, true},
+		{"a member without a reader waits for any holder", []*incarnation{leased("b", now, 0, qs(1), 0)}, handoffState{}, "", 1, true},
 	} {
 		p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
 			trusted: true, state: tc.state, incarnations: tc.incarnations, scope: scope})
@@ -129,7 +121,7 @@ func TestHoldingsBlocked(t *testing.T) {
 		if tc.self != "" {
 			self = h.indexOf(tc.self, types.UID(tc.self+"-uid"))
 		}
-		if got := h.blocked(tq(tc.q)[0], self); got != tc.want {
+		if got := h.blocked(qs(tc.q)[0], self); got != tc.want {
 			t.Errorf("%s: blocked = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -162,11 +154,11 @@ func TestUnclaimedHeldUntil(t *testing.T) {
 func TestKeepReservations(t *testing.T) {
 	now := goldenNow
 	published := map[string]protocol.PublishedEntry{
-		"a": {Entry: protocol.Entry{Member: "ma"}, Queues: tq(1, 2)},
-		"b": {Entry: protocol.Entry{Member: "mb"}, Queues: tq(3)},
+		"a": {Entry: protocol.Entry{Member: "ma"}, Queues: qs(1, 2)},
+		"b": {Entry: protocol.Entry{Member: "mb"}, Queues: qs(3)},
 	}
-	old := reservation{Member: "mc", DepartedAt: now.Add(-30 * time.Second), Queues: protocol.Compact(tq(4))}
-	recent := reservation{Member: "md", DepartedAt: now.Add(-5 * time.Second), Queues: protocol.Compact(tq(5))}
+	old := reservation{Member: "mc", DepartedAt: now.Add(-30 * time.Second), Queues: protocol.Compact(qs(4))}
+	recent := reservation{Member: "md", DepartedAt: now.Add(-5 * time.Second), Queues: protocol.Compact(qs(5))}
 	for _, tc := range []struct {
 		name    string
 		grace   time.Duration
@@ -192,7 +184,7 @@ func TestKeepReservations(t *testing.T) {
 			continue
 		}
 		for id, m := range tc.want {
-			if got[tq(id)[0]] != m {
+			if got[qs(id)[0]] != m {
 				t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
 			}
 		}
