@@ -39,44 +39,46 @@ func (p *problem) Error() string { return p.Reason + ": " + p.Message }
 // status of a very large group would not fit the object.
 const maxStatusMembers = 4096
 
-// statusFor computes the group's status from the decision of this pass. It starts from the current status
+// statusFor computes the group's status from the report of this pass. It starts from the current status
 // so that condition transition times move only when a condition flips. Each condition is set by a function
 // of its own, in the order below: Reconciling reads Progressing and Tampered as just set.
-func statusFor(group *v1alpha1.ConsumerGroup, d *decision, now metav1.Time) v1alpha1.ConsumerGroupStatus {
+func statusFor(group *v1alpha1.ConsumerGroup, r *report, now metav1.Time) v1alpha1.ConsumerGroupStatus {
 	status := *group.Status.DeepCopy()
 	status.ObservedGeneration = group.Generation
 	// Never back: a ConfigMap deleted later comes back above anything a member may have seen.
-	status.AssignmentGeneration = max(d.generation, group.Status.AssignmentGeneration)
+	status.AssignmentGeneration = max(r.generation, group.Status.AssignmentGeneration)
 	status.AssignmentConfigMap = ""
 	status.LastRebalanceTime = nil
-	if d.generation > 0 && d.published {
+	if r.generation > 0 && r.exists {
 		status.AssignmentConfigMap = assignmentName(group)
-		if !d.rebalancedAt.IsZero() {
-			t := metav1.NewTime(d.rebalancedAt)
+		if !r.rebalancedAt.IsZero() {
+			t := metav1.NewTime(r.rebalancedAt)
 			status.LastRebalanceTime = &t
 		}
 	}
-	setMemberLines(&status, group, d)
+	setMemberLines(&status, group, r)
 
 	c := conditionSetter{status: &status, generation: group.Generation, now: now}
-	setReady(c, d)
-	setProgressing(c, d.handoff)
-	setFenced(c, d.handoff)
-	setTampered(c, group, d)
-	setStalled(c, d)
-	setReconciling(c, d)
+	setReady(c, r)
+	setDegraded(c, r)
+	setPaused(c, r)
+	setProgressing(c, r)
+	setFenced(c, r)
+	setTampered(c, group, r)
+	setStalled(c, r)
+	setReconciling(c, r)
 	return status
 }
 
 // setMemberLines writes the member lines and the counts. They describe what is published, which is what
 // the pods act on.
-func setMemberLines(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, d *decision) {
+func setMemberLines(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, r *report) {
 	status.Members = nil
 	queues := 0
-	for _, pod := range slices.Sorted(maps.Keys(d.entries)) {
-		e := d.entries[pod]
+	for _, pod := range slices.Sorted(maps.Keys(r.entries)) {
+		e := r.entries[pod]
 		line := v1alpha1.MemberStatus{ID: e.Member, Pod: pod, Queues: int32(len(e.Queues))}
-		if lease, ok := d.memberLeases[pod]; ok {
+		if lease, ok := r.memberLeases[pod]; ok {
 			acked := lease.AckedGeneration
 			line.AckedGeneration = &acked
 		}
@@ -88,19 +90,19 @@ func setMemberLines(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.Consum
 	if len(status.Members) > maxStatusMembers {
 		status.Members = status.Members[:maxStatusMembers]
 	}
-	status.QueueCount = int32(d.queueCount)
-	if d.problem != nil || d.paused {
+	status.QueueCount = int32(r.queueCount)
+	if r.problem != nil || r.paused {
 		// The spec was not planned: count the queues the published assignment holds.
 		status.QueueCount = int32(queues)
 	}
 	status.UnownedQueues = max(status.QueueCount-int32(queues), 0)
 	status.RecommendedMembers = nil
 	if group.Spec.Autoscaling != nil {
-		status.RecommendedMembers = d.recommended
+		status.RecommendedMembers = r.recommended
 	}
 	status.TotalLoad = ""
-	if d.totalLoad != nil {
-		status.TotalLoad = strconv.FormatFloat(*d.totalLoad, 'g', 4, 64)
+	if r.totalLoad != nil {
+		status.TotalLoad = strconv.FormatFloat(*r.totalLoad, 'g', 4, 64)
 	}
 }
 
@@ -122,44 +124,67 @@ func (c conditionSetter) find(typ string) *metav1.Condition {
 
 const healthyMessage = "The assignment follows the spec and the members"
 
-// setReady sets Ready, Degraded and Paused: whether the assignment follows the spec, and why not.
-func setReady(c conditionSetter, d *decision) {
+// setReady says whether the assignment follows the spec and the members, and why not.
+func setReady(c conditionSetter, r *report) {
 	switch {
-	case d.paused:
-		msg := fmt.Sprintf("spec.paused is true: assignment generation %d stays published; a new member gets no queue and a departed member's queues wait until spec.paused is false", d.generation)
-		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPaused, msg)
-		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, "Nothing is wrong: the group is paused")
-		c.set(v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused, msg)
-		return
-	case d.problem != nil:
-		msg := d.problem.Message
-		if d.generation > 0 {
-			msg += fmt.Sprintf("; assignment generation %d stays published", d.generation)
-		}
-		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, d.problem.Reason, msg)
-		c.set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, d.problem.Reason, msg)
-	case len(d.members) == 0:
+	case r.paused:
+		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPaused, pausedMessage(r))
+	case r.problem != nil:
+		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, r.problem.Reason, problemMessage(r))
+	case len(r.members) == 0:
 		c.set(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "No Running and Ready pod matches spec.selector")
-		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
 	default:
 		c.set(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAssigned,
-			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", d.generation, d.queueCount, len(d.members)))
+			fmt.Sprintf("Assignment generation %d gives %d queues to %d members", r.generation, r.queueCount, len(r.members)))
+	}
+}
+
+// setDegraded says whether a problem keeps the published assignment in place. A paused group, or one
+// without members, is not degraded: nothing is wrong.
+func setDegraded(c conditionSetter, r *report) {
+	switch {
+	case r.paused:
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, "Nothing is wrong: the group is paused")
+	case r.problem != nil:
+		c.set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, r.problem.Reason, problemMessage(r))
+	default:
 		c.set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
+	}
+}
+
+// setPaused says whether spec.paused keeps the published assignment in place.
+func setPaused(c conditionSetter, r *report) {
+	if r.paused {
+		c.set(v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused, pausedMessage(r))
+		return
 	}
 	c.set(v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive, "The operator publishes what the spec and the members ask")
 }
 
+func pausedMessage(r *report) string {
+	return fmt.Sprintf("spec.paused is true: assignment generation %d stays published; a new member gets no queue and a departed member's queues wait until spec.paused is false", r.generation)
+}
+
+// problemMessage is the problem's message, and which generation stays published because of it.
+func problemMessage(r *report) string {
+	if r.generation > 0 {
+		return r.problem.Message + fmt.Sprintf("; assignment generation %d stays published", r.generation)
+	}
+	return r.problem.Message
+}
+
 // setProgressing says which queues wait for a handoff, and for whose acknowledgement.
-func setProgressing(c conditionSetter, h handoffResult) {
-	if len(h.state.Revocations) == 0 && h.withheld == 0 {
+func setProgressing(c conditionSetter, r *report) {
+	revocations := r.bookkeeping.Revocations
+	if len(revocations) == 0 && r.handoff.withheld == 0 {
 		c.set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonStable, "No queue is waiting for a handoff")
 		return
 	}
 	var pods []string
-	for _, r := range h.state.Revocations {
-		pods = append(pods, fmt.Sprintf("%s (generation %d)", r.Pod, r.Generation))
+	for _, rv := range revocations {
+		pods = append(pods, fmt.Sprintf("%s (generation %d)", rv.Pod, rv.Generation))
 	}
-	msg := fmt.Sprintf("%d queues wait for their previous reader to let go", h.withheld)
+	msg := fmt.Sprintf("%d queues wait for their previous reader to let go", r.handoff.withheld)
 	if len(pods) > 0 {
 		msg += "; waiting for the acknowledgement of " + strings.Join(pods, ", ")
 	}
@@ -167,13 +192,13 @@ func setProgressing(c conditionSetter, h handoffResult) {
 }
 
 // setFenced names the pods whose revocations timed out while they kept renewing their Lease.
-func setFenced(c conditionSetter, h handoffResult) {
-	if len(h.state.Fenced) == 0 {
+func setFenced(c conditionSetter, r *report) {
+	if len(r.bookkeeping.Fenced) == 0 {
 		c.set(v1alpha1.ConditionFenced, metav1.ConditionFalse, v1alpha1.ReasonNoneFenced, "Every member acknowledged its revocations in time")
 		return
 	}
 	var pods []string
-	for _, f := range h.state.Fenced {
+	for _, f := range r.bookkeeping.Fenced {
 		pods = append(pods, f.Pod)
 	}
 	c.set(v1alpha1.ConditionFenced, metav1.ConditionTrue, v1alpha1.ReasonRevokeTimeout, fmt.Sprintf(
@@ -183,11 +208,11 @@ func setFenced(c conditionSetter, h handoffResult) {
 
 // setTampered reports what someone else changed in what the operator wrote or the members claim, and
 // keeps reporting it while the members catch up with the generation that repaired it.
-func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) {
+func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, r *report) {
 	switch {
-	case d.tampered != nil:
-		c.set(v1alpha1.ConditionTampered, metav1.ConditionTrue, d.tampered.Reason, d.tampered.Message)
-	case d.handoff.recovering > 0:
+	case r.tampered != nil:
+		c.set(v1alpha1.ConditionTampered, metav1.ConditionTrue, r.tampered.Reason, r.tampered.Message)
+	case r.handoff.recovering > 0:
 		// Keep the reason of the finding while members catch up with the generation that repaired it.
 		old := meta.FindStatusCondition(group.Status.Conditions, v1alpha1.ConditionTampered)
 		reason, msg := v1alpha1.ReasonAssignmentEdited, ""
@@ -195,7 +220,7 @@ func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) 
 			reason, msg = old.Reason, old.Message+"; "
 		}
 		c.set(v1alpha1.ConditionTampered, metav1.ConditionTrue, reason, msg+fmt.Sprintf(
-			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", d.handoff.recovering))
+			"%d members have not yet acknowledged the generation published after it, so every queue they do not claim is held back", r.handoff.recovering))
 	default:
 		c.set(v1alpha1.ConditionTampered, metav1.ConditionFalse, v1alpha1.ReasonIntact, "The objects the operator wrote and the members' claims are as written")
 	}
@@ -203,9 +228,9 @@ func setTampered(c conditionSetter, group *v1alpha1.ConsumerGroup, d *decision) 
 
 // setStalled is kstatus's: the input problems need someone to act; handoffs and recoveries finish on
 // their own.
-func setStalled(c conditionSetter, d *decision) {
-	if d.problem != nil {
-		c.set(v1alpha1.ConditionStalled, metav1.ConditionTrue, d.problem.Reason, d.problem.Message)
+func setStalled(c conditionSetter, r *report) {
+	if r.problem != nil {
+		c.set(v1alpha1.ConditionStalled, metav1.ConditionTrue, r.problem.Reason, r.problem.Message)
 		return
 	}
 	c.set(v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonHealthy, healthyMessage)
@@ -213,10 +238,10 @@ func setStalled(c conditionSetter, d *decision) {
 
 // setReconciling is kstatus's: true while a handoff or a recovery is under way, from Progressing and
 // Tampered as this pass set them.
-func setReconciling(c conditionSetter, d *decision) {
+func setReconciling(c conditionSetter, r *report) {
 	progressing, tampered := c.find(v1alpha1.ConditionProgressing), c.find(v1alpha1.ConditionTampered)
 	switch {
-	case d.paused:
+	case r.paused:
 		// Nothing moves until someone resumes the group: a handoff in flight does not finish by itself.
 		c.set(v1alpha1.ConditionReconciling, metav1.ConditionFalse, v1alpha1.ReasonPaused, "spec.paused is true: nothing new is published")
 	case progressing.Status == metav1.ConditionTrue:

@@ -107,7 +107,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
 	// written, so the status records it first.
-	if first := group.Status.AssignmentGeneration == 0 && d.rebalanced; first {
+	if first := group.Status.AssignmentGeneration == 0 && d.report.rebalance.published; first {
 		if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
 			return res, err
 		}
@@ -115,16 +115,16 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.publish(ctx, &group, obs, d); err != nil {
 		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
-	if len(d.writes) > 0 {
-		// Every object of generation d.generation is written: members' promises run from now.
-		r.sightings.sawPublished(req.NamespacedName, d.generation, r.Clock.Now())
+	if len(d.write.configMaps) > 0 {
+		// Every object of generation d.report.generation is written: members' promises run from now.
+		r.sightings.sawPublished(req.NamespacedName, d.report.generation, r.Clock.Now())
 	}
 	if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	if d.rebalanced {
-		log.FromContext(ctx).Info("Published assignment", "generation", d.generation,
-			"members", len(d.members), "queues", d.queueCount, "moved", d.moved, "objects", len(d.writes))
+	if d.report.rebalance.published {
+		log.FromContext(ctx).Info("Published assignment", "generation", d.report.generation,
+			"members", len(d.report.members), "queues", d.report.queueCount, "moved", d.report.rebalance.moved, "objects", len(d.write.configMaps))
 	}
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)

@@ -34,49 +34,84 @@ type decideEnv struct {
 	strategyProblem *problem
 }
 
-// decision is what one pass does and what is in force afterwards.
+// decision is what one pass does: what it writes to the API server (write) and what it says about it in
+// the status, events and metrics (report), plus when to look again.
 type decision struct {
+	write  writes
+	report report
+	// requeueAfter is when to look again without an event.
+	requeueAfter time.Duration
+}
+
+// writes are a pass's API writes: the ConfigMaps to write, in order; the shards no longer used; the
+// Leases whose claims no longer stand and whose pods are gone.
+type writes struct {
+	configMaps   []protocol.Part
+	deleteShards []*corev1.ConfigMap
+	deleteLeases []protocol.LeaseState
+}
+
+// assignment is what is published once a pass is done: its generation, when it was rebalanced, each
+// member pod's entry and the handoff bookkeeping. exists is false while nothing is published.
+type assignment struct {
+	generation   int64
+	rebalancedAt time.Time
+	entries      map[string]protocol.PublishedEntry
+	bookkeeping  handoffState
+	exists       bool
+}
+
+// rebalance is what publishing a new generation changed: moved counts the queues that change reader,
+// movedLoad their reported load (0 when nobody reports load). The zero value is a pass that publishes no
+// new generation.
+type rebalance struct {
+	published bool
+	moved     int
+	movedLoad float64
+}
+
+// handoffReport is what the handoff of a pass reports: the revocations it fenced, the queues withheld
+// from their new reader, the incarnations that have not yet acknowledged a recovery.
+type handoffReport struct {
+	fenced               []revocation
+	withheld, recovering int
+}
+
+// report is what a pass says: the assignment in force, the members it was made for, what changed, and
+// what was found wrong.
+type report struct {
+	assignment
 	members []member
 	// memberLeases are the members' own Leases, by pod name.
 	memberLeases map[string]*protocol.LeaseState
 	queueCount   int
-	// generation, rebalancedAt and entries (by pod name) are what is published once the pass is done;
-	// published is false while nothing is.
-	generation   int64
-	rebalancedAt time.Time
-	entries      map[string]protocol.PublishedEntry
-	published    bool
-	// writes are the ConfigMaps to write, in order; deleteShards the shards no longer used, deleteLeases
-	// the Leases whose claims no longer stand and whose pods are gone.
-	writes       []protocol.Part
-	deleteShards []*corev1.ConfigMap
-	deleteLeases []protocol.LeaseState
-	// rebalanced is set when the entries change; moved counts the queues that change reader, and
-	// movedLoad their reported load (0 when nobody reports load).
-	rebalanced bool
-	moved      int
-	movedLoad  float64
-	// problem keeps the published assignment in place; tampered says what was found deleted or edited
-	// (the assignment before a claim); unreadableClaims names the claims that cannot be read; restored
-	// lists metadata someone changed that this pass writes back.
-	problem          *problem
+	rebalance    rebalance
+	handoff      handoffReport
+	// problem keeps the published assignment in place; paused is set while spec.paused does.
+	problem *problem
+	paused  bool
+	// tampered says what was found deleted or edited (the assignment before a claim); unreadableClaims
+	// names the claims that cannot be read; suspectLeases says what the Leases hold that no member
+	// following the protocol writes; restored lists metadata someone changed that this pass writes back.
 	tampered         *problem
 	unreadableClaims *problem
-	// suspectLeases says what the Leases hold that no member following the protocol writes.
-	suspectLeases *problem
-	restored      []string
-	handoff       handoffResult
-	// paused is set while spec.paused keeps the published assignment in place.
-	paused bool
-	// requeueAfter is when to look again without an event.
-	requeueAfter time.Duration
-	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load or
-	// autoscaled; 0 for others.
-	loadRebalanceDue time.Duration
+	suspectLeases    *problem
+	restored         []string
 	// totalLoad is the load the members report for the group's queues, and recommended the members it
 	// needs (spec.autoscaling); both nil when nobody reports load.
 	totalLoad   *float64
 	recommended *int32
+}
+
+// newGeneration is what the steps that plan a new generation (handOff, layOut) produce. decide takes it
+// whole once every step passed; a step that fails leaves it unused and what is published in force.
+type newGeneration struct {
+	assignment   assignment
+	rebalance    rebalance
+	handoff      handoffReport
+	configMaps   []protocol.Part
+	deleteShards []*corev1.ConfigMap
+	restored     []string
 }
 
 // decide is the reconciler's whole judgement, free of I/O: from the group and what was observed, what to
@@ -84,22 +119,34 @@ type decision struct {
 // fails keeps the published assignment in place.
 func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decision {
 	p := newDecider(group, obs, env)
-	if group.Spec.Paused {
+	switch prob := p.runSteps(); {
+	case group.Spec.Paused:
 		// Frozen: nothing new is published, whatever changed. Leases are still read and cleaned up.
 		p.keepPublished(nil)
-		p.d.paused = true
-	} else {
-		for _, step := range append([]func() *problem{p.checkOwnership}, append(p.planSteps(), p.handOff, p.layOut)...) {
-			if prob := step(); prob != nil {
-				p.keepPublished(prob)
-				break
-			}
-		}
+		p.d.report.paused = true
+	case prob != nil:
+		p.keepPublished(prob)
+	default:
+		p.take(p.next)
 	}
 	p.chooseLeasesToDelete()
 	p.recommend()
-	p.d.requeueAfter = sooner(p.d.requeueAfter, p.d.loadRebalanceDue)
+	p.d.requeueAfter = sooner(p.d.requeueAfter, p.loadRebalanceDue)
 	return p.d
+}
+
+// runSteps runs the steps of a pass in order, up to the first that finds a problem, which it returns. A
+// paused group runs none.
+func (p *decider) runSteps() *problem {
+	if p.group.Spec.Paused {
+		return nil
+	}
+	for _, step := range append([]func() *problem{p.checkOwnership}, append(p.planSteps(), p.handOff, p.layOut)...) {
+		if prob := step(); prob != nil {
+			return prob
+		}
+	}
+	return nil
 }
 
 // newDecider starts a decision: it reads the Leases and judges whether the published objects can be
@@ -144,6 +191,11 @@ type decider struct {
 	// reportedLoad and loads are read once per pass, by reported and queueLoads.
 	reportedLoad map[allocate.Queue]float64
 	loads        map[allocate.Queue]float64
+	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load or
+	// autoscaled; 0 for others.
+	loadRebalanceDue time.Duration
+	// next is the new generation the plan publishes once every step passed (handOff, layOut).
+	next newGeneration
 }
 
 // indexIncarnations indexes the Leases by pod and lists every incarnation that may be reading: the holders of
@@ -216,7 +268,7 @@ func (p *decider) indexIncarnations() {
 	slices.SortFunc(p.incarnations, func(a, b *incarnation) int {
 		return strings.Compare(incarnationKey(a.pod, a.uid), incarnationKey(b.pod, b.uid))
 	})
-	p.d.memberLeases = map[string]*protocol.LeaseState{}
+	p.d.report.memberLeases = map[string]*protocol.LeaseState{}
 }
 
 // ackCeiling is the highest generation a member can have acknowledged: the highest the operator is known to
@@ -248,7 +300,7 @@ func (p *decider) judgeTrust() {
 	var findings []string
 	switch {
 	case !pub.Exists && everPublished:
-		p.d.tampered = &problem{v1alpha1.ReasonAssignmentDeleted, fmt.Sprintf(
+		p.d.report.tampered = &problem{v1alpha1.ReasonAssignmentDeleted, fmt.Sprintf(
 			"ConfigMap %s was deleted while members acknowledge up to generation %d; it is published again, and queues no member claims are held back until every member acknowledged it",
 			assignmentName(p.group), p.floor)}
 		return
@@ -260,7 +312,7 @@ func (p *decider) judgeTrust() {
 		findings = append(findings, err.Error())
 	}
 	if len(findings) > 0 {
-		p.d.tampered = &problem{v1alpha1.ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
+		p.d.report.tampered = &problem{v1alpha1.ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
 			"; it is published again, and queues no member claims are held back until every member acknowledged it"}
 		return
 	}
@@ -287,10 +339,10 @@ func (p *decider) checkOwnership() *problem {
 
 func (p *decider) findMembers() *problem {
 	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.obs.nodeLateAt, p.leaseOf, p.env.now)
-	p.d.members, p.memberExpiry = members, expiry
+	p.d.report.members, p.memberExpiry = members, expiry
 	for _, m := range members {
 		if l := p.leaseOf[m.Pod]; l != nil {
-			p.d.memberLeases[m.Pod] = l
+			p.d.report.memberLeases[m.Pod] = l
 		}
 	}
 	return prob
@@ -325,7 +377,7 @@ func (p *decider) listQueues() *problem {
 			}
 		}
 	}
-	p.d.queueCount = len(p.queues)
+	p.d.report.queueCount = len(p.queues)
 	return nil
 }
 
@@ -340,8 +392,8 @@ func (p *decider) checkStrategy() *problem {
 // Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
 // it would be ambiguous.
 func (p *decider) allocate() *problem {
-	members := make([]allocate.Member, len(p.d.members))
-	for i, m := range p.d.members {
+	members := make([]allocate.Member, len(p.d.report.members))
+	for i, m := range p.d.report.members {
 		members[i] = m.Member
 	}
 	p.target = make(allocate.Plan, len(members))
@@ -367,11 +419,11 @@ func (p *decider) allocate() *problem {
 	if interval > 0 {
 		// Loads reach the Leases with renewals, which start no pass: look at them again every interval.
 		// When only loads changed, rebalance at most once per interval, and look again when it has passed.
-		p.d.loadRebalanceDue = interval
+		p.loadRebalanceDue = interval
 		if allocate.Moved(previous, out) > 0 && coversExactly(previous, members, p.queues) {
 			// The annotation keeps whole seconds: count from the end of its second.
 			if wait := p.obs.published.RebalancedAt.Add(interval + time.Second).Sub(p.env.now); wait > 0 {
-				out, p.d.loadRebalanceDue = previous, wait
+				out, p.loadRebalanceDue = previous, wait
 			}
 		}
 	}
@@ -388,7 +440,7 @@ func (p *decider) reported() map[allocate.Queue]float64 {
 		return p.reportedLoad
 	}
 	p.reportedLoad = map[allocate.Queue]float64{}
-	for _, m := range p.d.members {
+	for _, m := range p.d.report.members {
 		l := p.leaseOf[m.Pod]
 		if l == nil || l.PodUID != m.UID {
 			continue
@@ -414,11 +466,11 @@ func (p *decider) queueLoads() map[allocate.Queue]float64 {
 func (p *decider) recommend() {
 	loads := p.queueLoads()
 	if loads == nil || len(p.queues) == 0 {
-		p.d.recommended = p.group.Status.RecommendedMembers
+		p.d.report.recommended = p.group.Status.RecommendedMembers
 		return
 	}
 	total := allocate.TotalLoad(allocate.Input{Queues: p.queues}, loads)
-	p.d.totalLoad = &total
+	p.d.report.totalLoad = &total
 	as := p.group.Spec.Autoscaling
 	if as == nil {
 		return
@@ -432,10 +484,10 @@ func (p *decider) recommend() {
 		previous = *r
 	}
 	n := recommendMembers(total, target, len(p.queues), previous)
-	p.d.recommended = &n
+	p.d.report.recommended = &n
 	// Loads arrive with renewals, which start no pass: look again within the default interval.
-	if p.d.loadRebalanceDue == 0 || v1alpha1.DefaultLoadRebalanceInterval < p.d.loadRebalanceDue {
-		p.d.loadRebalanceDue = v1alpha1.DefaultLoadRebalanceInterval
+	if p.loadRebalanceDue == 0 || v1alpha1.DefaultLoadRebalanceInterval < p.loadRebalanceDue {
+		p.loadRebalanceDue = v1alpha1.DefaultLoadRebalanceInterval
 	}
 }
 
@@ -494,7 +546,7 @@ func (p *decider) previousPlan() allocate.Plan {
 		}
 		return plan
 	}
-	for _, m := range p.d.members {
+	for _, m := range p.d.report.members {
 		if l := p.leaseOf[m.Pod]; l != nil && l.PodUID == m.UID && l.ClaimErr == nil {
 			plan[m.ID] = l.Claim
 		}
@@ -522,7 +574,7 @@ func (p *decider) handOff() *problem {
 		restartGrace:  durationOr(spec.RestartGraceSeconds, 0),
 		maxSkew:       p.env.maxSkew,
 		now:           p.env.now,
-		members:       p.d.members,
+		members:       p.d.report.members,
 		target:        p.target,
 		published:     p.obs.published.Entries,
 		state:         p.state,
@@ -532,60 +584,34 @@ func (p *decider) handOff() *problem {
 		unseenUntil:   p.unseenUntil,
 		publications:  p.obs.publications,
 	})
-	p.d.handoff, p.entries = h, h.entries
-	if len(h.unreadableClaims) > 0 {
-		p.d.unreadableClaims = &problem{v1alpha1.ReasonClaimUnreadable, fmt.Sprintf(
-			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
-			strings.Join(h.unreadableClaims, ", "))}
-		if p.d.tampered == nil {
-			p.d.tampered = p.d.unreadableClaims
-		}
-	}
-	if p.d.tampered == nil {
-		p.d.tampered = p.d.suspectLeases
-	}
+	p.entries = h.entries
+	p.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering}
+	p.reportClaims(h.unreadableClaims)
 
 	if p.floor > protocol.MaxGeneration-recoveryStep {
 		return &problem{v1alpha1.ReasonGenerationExhausted, fmt.Sprintf(
 			"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
 			p.floor, protocol.MaxGeneration)}
 	}
+	next := &p.next.assignment
 	pub := p.obs.published
-	p.d.generation, p.d.rebalancedAt = pub.Generation, pub.RebalancedAt
+	next.generation, next.rebalancedAt = pub.Generation, pub.RebalancedAt
 	// Entries that list queues the spec no longer has (a topic dropped, a broker turned read-only) are
 	// published again without them, even where the plan gives each member the same queues of the spec.
 	if !p.trusted || !pub.Exists || pub.Outside > 0 || !p.sameAsPublished() {
-		p.d.generation, p.d.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
-		if p.d.tampered.lostPublished() {
-			p.d.generation = p.floor + recoveryStep
+		next.generation, next.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
+		if p.d.report.tampered.lostPublished() {
+			next.generation = p.floor + recoveryStep
 		}
-		p.d.rebalanced = true
-		before := allocate.Plan{}
-		if p.trusted {
-			for _, e := range pub.Entries {
-				before[e.Member] = e.Queues
-			}
-		}
-		after := make(allocate.Plan, len(p.d.members))
-		for _, m := range p.d.members {
-			after[m.ID] = p.entries[m.Pod]
-		}
-		// In Cooperative mode a move spans two generations: it is counted when the queue is revoked from
-		// its reader, since the grant that follows gives it to a member that had none of it.
-		p.d.moved = allocate.Moved(before, after) + len(h.revokedFromMembers)
-		if loads := p.queueLoads(); loads != nil {
-			p.d.movedLoad = allocate.MovedLoad(before, after, loads)
-			for _, q := range h.revokedFromMembers {
-				p.d.movedLoad += loads[q]
-			}
+		p.next.rebalance = p.countMoves(h.revokedFromMembers)
+	}
+	next.bookkeeping = h.state
+	for i := range next.bookkeeping.Revocations {
+		if r := &next.bookkeeping.Revocations[i]; r.Generation == 0 {
+			r.Generation = next.generation
 		}
 	}
-	for i := range p.d.handoff.state.Revocations {
-		if r := &p.d.handoff.state.Revocations[i]; r.Generation == 0 {
-			r.Generation = p.d.generation
-		}
-	}
-	sortState(&p.d.handoff.state)
+	sortState(&next.bookkeeping)
 
 	p.d.requeueAfter = h.requeueAfter
 	if !p.memberExpiry.IsZero() {
@@ -594,13 +620,57 @@ func (p *decider) handOff() *problem {
 	return nil
 }
 
+// reportClaims reports the Leases whose claims cannot be read, which the handoff found; they, or else
+// what the Leases hold that no member following the protocol writes, are what Tampered says when nothing
+// the operator published was deleted or edited.
+func (p *decider) reportClaims(unreadable []string) {
+	r := &p.d.report
+	if len(unreadable) > 0 {
+		r.unreadableClaims = &problem{v1alpha1.ReasonClaimUnreadable, fmt.Sprintf(
+			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
+			strings.Join(unreadable, ", "))}
+		if r.tampered == nil {
+			r.tampered = r.unreadableClaims
+		}
+	}
+	if r.tampered == nil {
+		r.tampered = r.suspectLeases
+	}
+}
+
+// countMoves is the rebalance of publishing the entries in a new generation: the queues that change
+// reader between the published entries (none, when they cannot be trusted) and the new ones. In
+// Cooperative mode a move spans two generations: it is counted when the queue is revoked from its reader
+// (revoked, from pods that stay members), since the grant that follows gives it to a member that had
+// none of it.
+func (p *decider) countMoves(revoked []allocate.Queue) rebalance {
+	before := allocate.Plan{}
+	if p.trusted {
+		for _, e := range p.obs.published.Entries {
+			before[e.Member] = e.Queues
+		}
+	}
+	after := make(allocate.Plan, len(p.d.report.members))
+	for _, m := range p.d.report.members {
+		after[m.ID] = p.entries[m.Pod]
+	}
+	r := rebalance{published: true, moved: allocate.Moved(before, after) + len(revoked)}
+	if loads := p.queueLoads(); loads != nil {
+		r.movedLoad = allocate.MovedLoad(before, after, loads)
+		for _, q := range revoked {
+			r.movedLoad += loads[q]
+		}
+	}
+	return r
+}
+
 // sameAsPublished reports whether the entries give every member pod what the published assignment does.
 func (p *decider) sameAsPublished() bool {
 	pub := p.obs.published.Entries
-	if len(pub) != len(p.d.members) {
+	if len(pub) != len(p.d.report.members) {
 		return false
 	}
-	for _, m := range p.d.members {
+	for _, m := range p.d.report.members {
 		e, ok := pub[m.Pod]
 		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !slices.Equal(e.Queues, p.entries[m.Pod]) {
 			return false
@@ -612,22 +682,23 @@ func (p *decider) sameAsPublished() bool {
 // layOut encodes each entry once and spreads them over the ConfigMaps (protocol.Layout); the writes are the
 // ConfigMaps that do not already hold what they must.
 func (p *decider) layOut() *problem {
-	data := make(map[string]string, len(p.d.members))
-	p.d.entries = make(map[string]protocol.PublishedEntry, len(p.d.members))
-	for _, m := range p.d.members {
-		e := protocol.NewEntry(m.ID, string(m.UID), p.d.generation, p.entries[m.Pod])
+	next := &p.next.assignment
+	data := make(map[string]string, len(p.d.report.members))
+	next.entries = make(map[string]protocol.PublishedEntry, len(p.d.report.members))
+	for _, m := range p.d.report.members {
+		e := protocol.NewEntry(m.ID, string(m.UID), next.generation, p.entries[m.Pod])
 		data[m.Pod] = string(e.Encode())
-		p.d.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: p.entries[m.Pod]}
+		next.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: p.entries[m.Pod]}
 	}
-	index := map[string]string{protocol.RebalancedAtAnnotation: p.d.rebalancedAt.UTC().Format(time.RFC3339)}
-	if raw := p.d.handoff.state.encode(); raw != "" {
+	index := map[string]string{protocol.RebalancedAtAnnotation: next.rebalancedAt.UTC().Format(time.RFC3339)}
+	if raw := next.bookkeeping.encode(); raw != "" {
 		index[protocol.HandoffAnnotation] = raw
 	}
-	parts, err := protocol.Layout(p.group.Name, p.d.generation, data, index)
+	parts, err := protocol.Layout(p.group.Name, next.generation, data, index)
 	if err != nil {
 		return &problem{v1alpha1.ReasonAssignmentTooLarge, err.Error() + "; reduce the queues or members of the group"}
 	}
-	p.d.published = true
+	next.exists = true
 	wanted := map[string]bool{}
 	for _, part := range parts {
 		wanted[part.Name] = true
@@ -637,17 +708,17 @@ func (p *decider) layOut() *problem {
 		}
 		switch {
 		case observed == nil:
-			p.d.writes = append(p.d.writes, part)
+			p.next.configMaps = append(p.next.configMaps, part)
 		case !holds(observed, part):
-			p.d.writes = append(p.d.writes, part)
+			p.next.configMaps = append(p.next.configMaps, part)
 		case !ownedBy(observed, p.group):
-			p.d.writes = append(p.d.writes, part)
-			p.d.restored = append(p.d.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
+			p.next.configMaps = append(p.next.configMaps, part)
+			p.next.restored = append(p.next.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.obs.shards)) {
 		if !wanted[name] {
-			p.d.deleteShards = append(p.d.deleteShards, p.obs.shards[name])
+			p.next.deleteShards = append(p.next.deleteShards, p.obs.shards[name])
 		}
 	}
 	return nil
@@ -680,16 +751,25 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 }
 
 // keepPublished is the decision when a step found a problem, or the group is paused (prob is nil): what
-// is published stays as it is, handoff bookkeeping included, until the input is fixed.
+// is published stays as it is, handoff bookkeeping included, until the input is fixed. The publication
+// the steps may have begun is left unused.
 func (p *decider) keepPublished(prob *problem) {
-	d := p.d
-	d.problem = prob
-	d.writes, d.deleteShards, d.rebalanced, d.moved, d.movedLoad = nil, nil, false, 0, 0
-	d.published = p.obs.published.Exists
-	d.generation = max(p.obs.published.Generation, p.group.Status.AssignmentGeneration)
-	d.rebalancedAt = p.obs.published.RebalancedAt
-	d.entries = p.obs.published.Entries
-	d.handoff = handoffResult{state: p.state}
+	pub := p.obs.published
+	p.d.report.problem = prob
+	p.d.report.assignment = assignment{
+		generation:   max(pub.Generation, p.group.Status.AssignmentGeneration),
+		rebalancedAt: pub.RebalancedAt,
+		entries:      pub.Entries,
+		bookkeeping:  p.state,
+		exists:       pub.Exists,
+	}
+}
+
+// take is the decision when every step passed: the new publication is written, and in force afterwards.
+func (p *decider) take(next newGeneration) {
+	p.d.write.configMaps, p.d.write.deleteShards = next.configMaps, next.deleteShards
+	r := &p.d.report
+	r.assignment, r.rebalance, r.handoff, r.restored = next.assignment, next.rebalance, next.handoff, next.restored
 }
 
 // chooseLeasesToDelete lists the Leases to delete: those whose incarnation the kubelet reports stopped, and those
@@ -709,7 +789,7 @@ func (p *decider) chooseLeasesToDelete() {
 		case p.obs.vanished[i.lease.UID]:
 			until = i.lease.Expiry(p.env.maxSkew)
 		case i.stopped || !i.exists && !i.lease.Stands(p.env.now, p.env.maxSkew):
-			p.d.deleteLeases = append(p.d.deleteLeases, *i.lease)
+			p.d.write.deleteLeases = append(p.d.write.deleteLeases, *i.lease)
 			continue
 		case !i.exists:
 			until = i.lease.Expiry(p.env.maxSkew)
@@ -746,7 +826,7 @@ func (p *decider) judgeLeases() {
 		}
 	}
 	if len(findings) > 0 {
-		p.d.suspectLeases = &problem{v1alpha1.ReasonLeaseTampered, summarize(findings)}
+		p.d.report.suspectLeases = &problem{v1alpha1.ReasonLeaseTampered, summarize(findings)}
 	}
 }
 

@@ -31,14 +31,14 @@ func BenchmarkDecideSteadyLargeGroup(b *testing.B) {
 	obs = applied(group, obs, d)
 	var leases []protocol.LeaseState
 	for _, p := range pods {
-		leases = append(leases, lease(p.Name, d.generation, obs.published.Entries[p.Name].Queues, t0))
+		leases = append(leases, lease(p.Name, d.report.generation, obs.published.Entries[p.Name].Queues, t0))
 	}
 	obs.leases = leases
 	b.ResetTimer()
 	for b.Loop() {
 		obs.setPublished(protocol.ReadPublished("g", obs.index, obs.shards))
 		d := decide(group, obs, decideEnv{now: t0.Add(time.Second), maxSkew: time.Second, strategy: e.strategy})
-		if len(d.writes) != 0 {
+		if len(d.write.configMaps) != 0 {
 			b.Fatal("steady state wrote")
 		}
 	}

@@ -18,13 +18,13 @@ import (
 var averagely = v1alpha1.Strategy{Type: v1alpha1.Averagely}
 
 // entryOf is what d publishes for pod.
-func entryOf(d *decision, pod string) []allocate.Queue { return d.entries[pod].Queues }
+func entryOf(d *decision, pod string) []allocate.Queue { return d.report.entries[pod].Queues }
 
 // assertPartition fails unless no queue is published for two pods.
 func assertPartition(t *testing.T, d *decision) {
 	t.Helper()
 	owner := map[allocate.Queue]string{}
-	for pod, e := range d.entries {
+	for pod, e := range d.report.entries {
 		for _, q := range e.Queues {
 			if other, ok := owner[q]; ok {
 				t.Fatalf("%s is published for %s and %s", q, other, pod)
@@ -38,8 +38,8 @@ func TestDecidePublishesOnceAndThenWritesNothing(t *testing.T) {
 	group := testGroup(averagely, 6)
 	obs := world([]corev1.Pod{pod("p0"), pod("p1")})
 	first := decide(group, obs, env(group, t0))
-	if first.problem != nil || len(first.writes) != 1 || !first.rebalanced || first.generation != 1 {
-		t.Fatalf("first pass: problem=%v writes=%d rebalanced=%v generation=%d", first.problem, len(first.writes), first.rebalanced, first.generation)
+	if first.report.problem != nil || len(first.write.configMaps) != 1 || !first.report.rebalance.published || first.report.generation != 1 {
+		t.Fatalf("first pass: problem=%v writes=%d rebalanced=%v generation=%d", first.report.problem, len(first.write.configMaps), first.report.rebalance.published, first.report.generation)
 	}
 	if got := entryOf(first, "p0"); !slices.Equal(got, qs(0, 1, 2)) {
 		t.Fatalf("p0 gets %v, want queues 0-2", got)
@@ -50,12 +50,12 @@ func TestDecidePublishesOnceAndThenWritesNothing(t *testing.T) {
 	}
 
 	again := decide(group, next, env(group, t0.Add(time.Hour)))
-	if len(again.writes) != 0 || again.rebalanced || again.generation != 1 {
-		t.Fatalf("an unchanged world wrote %d objects (rebalanced %v, generation %d)", len(again.writes), again.rebalanced, again.generation)
+	if len(again.write.configMaps) != 0 || again.report.rebalance.published || again.report.generation != 1 {
+		t.Fatalf("an unchanged world wrote %d objects (rebalanced %v, generation %d)", len(again.write.configMaps), again.report.rebalance.published, again.report.generation)
 	}
 	reordered := *next
 	reordered.pods = []corev1.Pod{next.pods[1], next.pods[0]}
-	if d := decide(group, &reordered, env(group, t0)); len(d.writes) != 0 {
+	if d := decide(group, &reordered, env(group, t0)); len(d.write.configMaps) != 0 {
 		t.Fatal("the same pods in another order changed the assignment")
 	}
 }
@@ -74,12 +74,12 @@ func TestDecideCooperativeMoveWaitsForTheClaim(t *testing.T) {
 	obs.podsByName = map[string]*corev1.Pod{"p0": &obs.pods[0], "p1": &obs.pods[1]}
 	revoke := decide(group, obs, env(group, t0))
 	assertPartition(t, revoke)
-	if revoke.generation != 2 || !slices.Equal(entryOf(revoke, "p0"), qs(0, 1, 2)) || len(entryOf(revoke, "p1")) != 0 || revoke.handoff.withheld != 3 {
+	if revoke.report.generation != 2 || !slices.Equal(entryOf(revoke, "p0"), qs(0, 1, 2)) || len(entryOf(revoke, "p1")) != 0 || revoke.report.handoff.withheld != 3 {
 		t.Fatalf("generation %d: p0 %v, p1 %v, %d withheld; want generation 2 revoking 3-5 from p0 and withholding them",
-			revoke.generation, entryOf(revoke, "p0"), entryOf(revoke, "p1"), revoke.handoff.withheld)
+			revoke.report.generation, entryOf(revoke, "p0"), entryOf(revoke, "p1"), revoke.report.handoff.withheld)
 	}
-	if revoke.moved != 3 {
-		t.Errorf("moved %d, want the 3 queues revoked", revoke.moved)
+	if revoke.report.rebalance.moved != 3 {
+		t.Errorf("moved %d, want the 3 queues revoked", revoke.report.rebalance.moved)
 	}
 	obs = applied(group, obs, revoke)
 
@@ -95,24 +95,24 @@ func TestDecideCooperativeMoveWaitsForTheClaim(t *testing.T) {
 		acked.leases = []protocol.LeaseState{lease("p0", 2, qs(0, 1, 2), t0)}
 		grant := decide(group, &acked, env(group, t0.Add(time.Second)))
 		assertPartition(t, grant)
-		if grant.generation != 3 || !slices.Equal(entryOf(grant, "p1"), qs(3, 4, 5)) || len(grant.handoff.state.Revocations) != 0 {
-			t.Fatalf("generation %d: p1 %v, revocations %v; want generation 3 granting 3-5", grant.generation, entryOf(grant, "p1"), grant.handoff.state.Revocations)
+		if grant.report.generation != 3 || !slices.Equal(entryOf(grant, "p1"), qs(3, 4, 5)) || len(grant.report.bookkeeping.Revocations) != 0 {
+			t.Fatalf("generation %d: p1 %v, revocations %v; want generation 3 granting 3-5", grant.report.generation, entryOf(grant, "p1"), grant.report.bookkeeping.Revocations)
 		}
 	})
 	t.Run("no acknowledgement: fenced only if alive past the timeout", func(t *testing.T) {
 		silent := *obs
 		// p0 renewed before the deadline, then nothing: it may be cut off, and stops on its own.
 		silent.leases = []protocol.LeaseState{lease("p0", 1, qs(0, 1, 2, 3, 4, 5), t0.Add(29*time.Second))}
-		if d := decide(group, &silent, env(group, t0.Add(31*time.Second))); len(entryOf(d, "p1")) != 0 || len(d.handoff.fenced) != 0 {
-			t.Fatalf("p1 got %v (fenced %v) from a member that may be cut off", entryOf(d, "p1"), d.handoff.fenced)
+		if d := decide(group, &silent, env(group, t0.Add(31*time.Second))); len(entryOf(d, "p1")) != 0 || len(d.report.handoff.fenced) != 0 {
+			t.Fatalf("p1 got %v (fenced %v) from a member that may be cut off", entryOf(d, "p1"), d.report.handoff.fenced)
 		}
 		// p0 renewed after the deadline without acknowledging: a stuck application, fenced.
 		silent.leases = []protocol.LeaseState{lease("p0", 1, qs(0, 1, 2, 3, 4, 5), t0.Add(31*time.Second))}
 		d := decide(group, &silent, env(group, t0.Add(32*time.Second)))
-		if len(d.handoff.fenced) != 1 || !slices.Equal(entryOf(d, "p1"), qs(3, 4, 5)) {
-			t.Fatalf("fenced %v, p1 %v; want p0 fenced and 3-5 granted", d.handoff.fenced, entryOf(d, "p1"))
+		if len(d.report.handoff.fenced) != 1 || !slices.Equal(entryOf(d, "p1"), qs(3, 4, 5)) {
+			t.Fatalf("fenced %v, p1 %v; want p0 fenced and 3-5 granted", d.report.handoff.fenced, entryOf(d, "p1"))
 		}
-		if s := statusFor(group, d, metav1Time(t0)); !hasCondition(s.Conditions, v1alpha1.ConditionFenced, "True") {
+		if s := statusFor(group, &d.report, metav1Time(t0)); !hasCondition(s.Conditions, v1alpha1.ConditionFenced, "True") {
 			t.Errorf("Fenced condition missing: %v", s.Conditions)
 		}
 	})
@@ -133,21 +133,21 @@ func TestDecideGonePodsQueuesWaitForItsLease(t *testing.T) {
 	gone.pods = gone.pods[:1]
 	gone.podsByName = map[string]*corev1.Pod{"p0": &gone.pods[0]}
 	at := func(after time.Duration) *decision { return decide(group, &gone, env(group, t0.Add(after))) }
-	if d := at(5 * time.Second); len(entryOf(d, "p0")) != 2 || len(d.deleteLeases) != 0 {
-		t.Fatalf("5 s after p1's renewal p0 has %v and %d Leases are deleted; want p1's queues held", entryOf(d, "p0"), len(d.deleteLeases))
+	if d := at(5 * time.Second); len(entryOf(d, "p0")) != 2 || len(d.write.deleteLeases) != 0 {
+		t.Fatalf("5 s after p1's renewal p0 has %v and %d Leases are deleted; want p1's queues held", entryOf(d, "p0"), len(d.write.deleteLeases))
 	}
 	// Duration 15 s plus 1 s of clock skew.
 	d = at(17 * time.Second)
-	if len(entryOf(d, "p0")) != 4 || len(d.deleteLeases) != 1 || d.deleteLeases[0].Pod != "p1" {
-		t.Fatalf("after p1's Lease expired p0 has %v and Leases %v are deleted; want all 4 queues and p1's Lease", entryOf(d, "p0"), d.deleteLeases)
+	if len(entryOf(d, "p0")) != 4 || len(d.write.deleteLeases) != 1 || d.write.deleteLeases[0].Pod != "p1" {
+		t.Fatalf("after p1's Lease expired p0 has %v and Leases %v are deleted; want all 4 queues and p1's Lease", entryOf(d, "p0"), d.write.deleteLeases)
 	}
 
 	terminated := *obs
 	terminated.pods = []corev1.Pod{obs.pods[0], pod("p1", stopped)}
 	terminated.podsByName = map[string]*corev1.Pod{"p0": &terminated.pods[0], "p1": &terminated.pods[1]}
 	d = decide(group, &terminated, env(group, t0.Add(time.Second)))
-	if len(entryOf(d, "p0")) != 4 || len(d.deleteLeases) != 1 {
-		t.Fatalf("with p1's container terminated p0 has %v, Leases deleted %v; want all 4 and p1's Lease", entryOf(d, "p0"), d.deleteLeases)
+	if len(entryOf(d, "p0")) != 4 || len(d.write.deleteLeases) != 1 {
+		t.Fatalf("with p1's container terminated p0 has %v, Leases deleted %v; want all 4 and p1's Lease", entryOf(d, "p0"), d.write.deleteLeases)
 	}
 }
 
@@ -160,33 +160,33 @@ func TestDecideRecoversFromALostAssignment(t *testing.T) {
 	// p0 claims 0-2; p1 claims 3; p2 claims nothing (a grant of 4-5 to it may have been in flight).
 	obs := world(pods, lease("p0", 7, qs(0, 1, 2), t0), lease("p1", 7, qs(3), t0), lease("p2", 6, nil, t0))
 	d := decide(group, obs, env(group, t0))
-	if d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonAssignmentDeleted {
-		t.Fatalf("tampered = %v, want AssignmentDeleted", d.tampered)
+	if d.report.tampered == nil || d.report.tampered.Reason != v1alpha1.ReasonAssignmentDeleted {
+		t.Fatalf("tampered = %v, want AssignmentDeleted", d.report.tampered)
 	}
 	assertPartition(t, d)
-	if d.generation != 7+recoveryStep || !slices.Equal(entryOf(d, "p0"), qs(0, 1)) || !slices.Equal(entryOf(d, "p1"), qs(3)) || len(entryOf(d, "p2")) != 0 {
+	if d.report.generation != 7+recoveryStep || !slices.Equal(entryOf(d, "p0"), qs(0, 1)) || !slices.Equal(entryOf(d, "p1"), qs(3)) || len(entryOf(d, "p2")) != 0 {
 		t.Fatalf("generation %d: p0 %v, p1 %v, p2 %v; want generation 7+recoveryStep keeping only claimed queues the target leaves",
-			d.generation, entryOf(d, "p0"), entryOf(d, "p1"), entryOf(d, "p2"))
+			d.report.generation, entryOf(d, "p0"), entryOf(d, "p1"), entryOf(d, "p2"))
 	}
-	if d.handoff.recovering != 3 {
-		t.Fatalf("%d members in recovery, want 3", d.handoff.recovering)
+	if d.report.handoff.recovering != 3 {
+		t.Fatalf("%d members in recovery, want 3", d.report.handoff.recovering)
 	}
 	obs = applied(group, obs, d)
 
 	// The assignment is trusted again. p0 and p1 acknowledged the recovery, p2 has not: what nobody claims
 	// may go to p2, the one reader that may still hold anything, but to no one else.
-	recovery := d.generation
+	recovery := d.report.generation
 	obs.leases = []protocol.LeaseState{lease("p0", recovery, qs(0, 1), t0), lease("p1", recovery, qs(3), t0), lease("p2", 6, nil, t0)}
 	d = decide(group, obs, env(group, t0.Add(time.Second)))
-	if d.tampered != nil || !slices.Equal(entryOf(d, "p1"), qs(3)) || !slices.Equal(entryOf(d, "p2"), qs(4, 5)) {
-		t.Fatalf("tampered %v, p1 %v, p2 %v; want queue 2 held back from p1 while p2 is in recovery", d.tampered, entryOf(d, "p1"), entryOf(d, "p2"))
+	if d.report.tampered != nil || !slices.Equal(entryOf(d, "p1"), qs(3)) || !slices.Equal(entryOf(d, "p2"), qs(4, 5)) {
+		t.Fatalf("tampered %v, p1 %v, p2 %v; want queue 2 held back from p1 while p2 is in recovery", d.report.tampered, entryOf(d, "p1"), entryOf(d, "p2"))
 	}
 	obs = applied(group, obs, d)
-	obs.leases[2] = lease("p2", d.generation, qs(4, 5), t0)
+	obs.leases[2] = lease("p2", d.report.generation, qs(4, 5), t0)
 	d = decide(group, obs, env(group, t0.Add(2*time.Second)))
 	assertPartition(t, d)
-	if d.handoff.recovering != 0 || !slices.Equal(entryOf(d, "p1"), qs(2, 3)) || !slices.Equal(entryOf(d, "p2"), qs(4, 5)) {
-		t.Fatalf("recovering %d, p1 %v, p2 %v; want the unclaimed queues given once all acknowledged", d.handoff.recovering, entryOf(d, "p1"), entryOf(d, "p2"))
+	if d.report.handoff.recovering != 0 || !slices.Equal(entryOf(d, "p1"), qs(2, 3)) || !slices.Equal(entryOf(d, "p2"), qs(4, 5)) {
+		t.Fatalf("recovering %d, p1 %v, p2 %v; want the unclaimed queues given once all acknowledged", d.report.handoff.recovering, entryOf(d, "p1"), entryOf(d, "p2"))
 	}
 }
 
@@ -209,11 +209,11 @@ func TestDecideFindsEdits(t *testing.T) {
 			tc.edit(edited.index)
 			edited.setPublished(protocol.ReadPublished("g", edited.index, nil))
 			d := decide(group, &edited, env(group, t0))
-			if d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonAssignmentEdited || !strings.Contains(d.tampered.Message, tc.want) {
-				t.Fatalf("tampered = %v, want AssignmentEdited saying %q", d.tampered, tc.want)
+			if d.report.tampered == nil || d.report.tampered.Reason != v1alpha1.ReasonAssignmentEdited || !strings.Contains(d.report.tampered.Message, tc.want) {
+				t.Fatalf("tampered = %v, want AssignmentEdited saying %q", d.report.tampered, tc.want)
 			}
-			if d.generation != 1+recoveryStep || len(d.writes) != 1 {
-				t.Fatalf("generation %d with %d writes, want the assignment published again at generation 1+recoveryStep", d.generation, len(d.writes))
+			if d.report.generation != 1+recoveryStep || len(d.write.configMaps) != 1 {
+				t.Fatalf("generation %d with %d writes, want the assignment published again at generation 1+recoveryStep", d.report.generation, len(d.write.configMaps))
 			}
 		})
 	}
@@ -222,8 +222,8 @@ func TestDecideFindsEdits(t *testing.T) {
 		edited.index = obs.index.DeepCopy()
 		edited.index.Labels = nil
 		d := decide(group, &edited, env(group, t0))
-		if d.tampered != nil || d.generation != 1 || len(d.writes) != 1 || len(d.restored) != 1 {
-			t.Fatalf("tampered %v, generation %d, %d writes, restored %v; want the labels restored in place", d.tampered, d.generation, len(d.writes), d.restored)
+		if d.report.tampered != nil || d.report.generation != 1 || len(d.write.configMaps) != 1 || len(d.report.restored) != 1 {
+			t.Fatalf("tampered %v, generation %d, %d writes, restored %v; want the labels restored in place", d.report.tampered, d.report.generation, len(d.write.configMaps), d.report.restored)
 		}
 	})
 }
@@ -237,21 +237,21 @@ func TestDecideNewPodUnderAnOldNameWaits(t *testing.T) {
 	obs.pods[1] = pod("p1", withUID("uid-p1-new"))
 	obs.podsByName["p1"] = &obs.pods[1]
 	d := decide(group, obs, env(group, t0.Add(time.Second)))
-	if _, listed := d.entries["p1"]; listed || len(entryOf(d, "p0")) != 2 {
-		t.Fatalf("entries %v: want the new p1 left out and the old one's queues held", d.entries)
+	if _, listed := d.report.entries["p1"]; listed || len(entryOf(d, "p0")) != 2 {
+		t.Fatalf("entries %v: want the new p1 left out and the old one's queues held", d.report.entries)
 	}
 	// Once the old claim lapsed, its Lease goes; the new pod becomes a member when it takes the Lease.
 	obs.leases[0] = lease("p0", 1, qs(0, 1), t0.Add(19*time.Second))
 	later := decide(group, obs, env(group, t0.Add(20*time.Second)))
-	if len(entryOf(later, "p0")) != 4 || len(later.deleteLeases) != 1 || later.deleteLeases[0].PodUID != "uid-p1" {
-		t.Fatalf("after the old claim lapsed: entries %v, Leases deleted %v", later.entries, later.deleteLeases)
+	if len(entryOf(later, "p0")) != 4 || len(later.write.deleteLeases) != 1 || later.write.deleteLeases[0].PodUID != "uid-p1" {
+		t.Fatalf("after the old claim lapsed: entries %v, Leases deleted %v", later.report.entries, later.write.deleteLeases)
 	}
 	taken := lease("p1", 0, nil, t0.Add(20*time.Second))
 	taken.PodUID = "uid-p1-new"
 	obs.leases[1] = taken
 	joined := decide(group, obs, env(group, t0.Add(21*time.Second)))
-	if e, ok := joined.entries["p1"]; !ok || types.UID(e.PodUID) != "uid-p1-new" {
-		t.Fatalf("the new p1 holding its Lease is not a member: %v", joined.entries)
+	if e, ok := joined.report.entries["p1"]; !ok || types.UID(e.PodUID) != "uid-p1-new" {
+		t.Fatalf("the new p1 holding its Lease is not a member: %v", joined.report.entries)
 	}
 }
 
@@ -262,16 +262,16 @@ func TestDecideProblemsKeepThePublishedAssignment(t *testing.T) {
 	bad := *obs
 	bad.pods = append(slices.Clone(obs.pods), pod("p2", withAnnotation(v1alpha1.WeightAnnotation, "x")))
 	d := decide(group, &bad, env(group, t0))
-	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonInvalidMemberAnnotation || len(d.writes) != 0 || d.generation != 1 || len(d.entries) != 2 {
-		t.Fatalf("problem %v, %d writes, generation %d, %d entries; want the published assignment kept", d.problem, len(d.writes), d.generation, len(d.entries))
+	if d.report.problem == nil || d.report.problem.Reason != v1alpha1.ReasonInvalidMemberAnnotation || len(d.write.configMaps) != 0 || d.report.generation != 1 || len(d.report.entries) != 2 {
+		t.Fatalf("problem %v, %d writes, generation %d, %d entries; want the published assignment kept", d.report.problem, len(d.write.configMaps), d.report.generation, len(d.report.entries))
 	}
 
 	byConfig := testGroup(v1alpha1.Strategy{Type: v1alpha1.ByConfig, ByConfig: &v1alpha1.ByConfigParameters{Assignments: []v1alpha1.MemberAssignment{
 		{Member: "p0", Queues: []v1alpha1.QueueReference{{Topic: "t", Broker: "b", QueueID: 9}}},
 	}}}, 6)
 	d = decide(byConfig, world([]corev1.Pod{pod("p0")}), env(byConfig, t0))
-	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonInvalidStrategyParameters || !strings.HasPrefix(d.problem.Message, `spec.strategy.byConfig.assignments["p0"][0]`) {
-		t.Fatalf("problem %v, want InvalidStrategyParameters naming spec.strategy.byConfig.assignments[\"p0\"][0]", d.problem)
+	if d.report.problem == nil || d.report.problem.Reason != v1alpha1.ReasonInvalidStrategyParameters || !strings.HasPrefix(d.report.problem.Message, `spec.strategy.byConfig.assignments["p0"][0]`) {
+		t.Fatalf("problem %v, want InvalidStrategyParameters naming spec.strategy.byConfig.assignments[\"p0\"][0]", d.report.problem)
 	}
 }
 
@@ -283,8 +283,8 @@ func TestDecideShardsLargeAssignments(t *testing.T) {
 	}
 	obs := world(pods)
 	d := decide(group, obs, env(group, t0))
-	if d.problem != nil || len(d.writes) < 3 || d.writes[len(d.writes)-1].Name != "g-assignment" {
-		t.Fatalf("problem %v, %d writes; want shards and the index last", d.problem, len(d.writes))
+	if d.report.problem != nil || len(d.write.configMaps) < 3 || d.write.configMaps[len(d.write.configMaps)-1].Name != "g-assignment" {
+		t.Fatalf("problem %v, %d writes; want shards and the index last", d.report.problem, len(d.write.configMaps))
 	}
 	obs = applied(group, obs, d)
 	if len(obs.published.Tampered) > 0 || len(obs.published.Entries) != 4000 {
@@ -298,8 +298,8 @@ func TestDecideShardsLargeAssignments(t *testing.T) {
 	}
 	group.Spec.Handoff.Mode = v1alpha1.Immediate
 	d = decide(group, &small, env(group, t0))
-	if len(d.writes) != 1 || len(d.deleteShards) != len(obs.shards) {
-		t.Fatalf("shrinking: %d writes, %d of %d shards deleted", len(d.writes), len(d.deleteShards), len(obs.shards))
+	if len(d.write.configMaps) != 1 || len(d.write.deleteShards) != len(obs.shards) {
+		t.Fatalf("shrinking: %d writes, %d of %d shards deleted", len(d.write.configMaps), len(d.write.deleteShards), len(obs.shards))
 	}
 }
 
@@ -345,8 +345,8 @@ func TestDecideAClaimOfAnUnknownFormatHoldsEverythingBack(t *testing.T) {
 	// p1 leaves: its queues would go to p0, but p1 may be reading anything.
 	obs.pods = obs.pods[:1]
 	d := decide(group, obs, env(group, t0.Add(time.Second)))
-	if len(entryOf(d, "p0")) != 2 || d.tampered == nil || d.tampered.Reason != v1alpha1.ReasonClaimUnreadable || !strings.Contains(d.tampered.Message, "g.p1") {
-		t.Fatalf("p0 %v, tampered %v; want p1's queues held back and ClaimUnreadable naming its Lease", entryOf(d, "p0"), d.tampered)
+	if len(entryOf(d, "p0")) != 2 || d.report.tampered == nil || d.report.tampered.Reason != v1alpha1.ReasonClaimUnreadable || !strings.Contains(d.report.tampered.Message, "g.p1") {
+		t.Fatalf("p0 %v, tampered %v; want p1's queues held back and ClaimUnreadable naming its Lease", entryOf(d, "p0"), d.report.tampered)
 	}
 }
 

@@ -116,7 +116,7 @@ func applied(group *v1alpha1.ConsumerGroup, before *observation, d *decision) *o
 	for name, cm := range before.shards {
 		obs.shards[name] = cm
 	}
-	for _, w := range d.writes {
+	for _, w := range d.write.configMaps {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: w.Name, Namespace: group.Namespace, Annotations: w.Annotations,
 			Labels:          map[string]string{protocol.GroupLabel: group.Name, protocol.ManagedByLabel: protocol.ManagedByValue},
@@ -128,7 +128,7 @@ func applied(group *v1alpha1.ConsumerGroup, before *observation, d *decision) *o
 			obs.shards[cm.Name] = cm
 		}
 	}
-	for _, cm := range d.deleteShards {
+	for _, cm := range d.write.deleteShards {
 		delete(obs.shards, cm.Name)
 	}
 	obs.setPublished(protocol.ReadPublished(group.Name, obs.index, obs.shards))

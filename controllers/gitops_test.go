@@ -42,7 +42,7 @@ func TestGitOpsHealth(t *testing.T) {
 
 	// Paused for an incident: nothing is published, by choice, not a fault. Argo CD has a state for that;
 	// kstatus has none, and reads Ready=False as on its way.
-	setPaused(t, ns, "h", true)
+	pauseGroup(t, ns, "h", true)
 	expectHealth(t, ns, "a pause", status.InProgressStatus, "Suspended")
 }
 

@@ -89,12 +89,12 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
 	recordGauges(l, group, status, d)
 	recordConditions(group, status)
-	fencedTotal.With(l).Add(float64(len(d.handoff.fenced)))
-	if !d.rebalanced || !d.published {
+	fencedTotal.With(l).Add(float64(len(d.report.handoff.fenced)))
+	if !d.report.rebalance.published || !d.report.exists {
 		return
 	}
-	movedTotal.With(l).Add(float64(d.moved))
-	movedLoadTotal.With(l).Add(d.movedLoad)
+	movedTotal.With(l).Add(float64(d.report.rebalance.moved))
+	movedLoadTotal.With(l).Add(d.report.rebalance.movedLoad)
 	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
 	m.recordHandoffs(l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)
 }
@@ -102,21 +102,21 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 // recordGauges sets the gauges that describe the group as this pass left it.
 func recordGauges(l prometheus.Labels, group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGroupStatus, d *decision) {
 	membersGauge.With(l).Set(float64(status.MemberCount))
-	queuesGauge.With(l).Set(float64(d.queueCount))
+	queuesGauge.With(l).Set(float64(d.report.queueCount))
 	generationGauge.With(l).Set(float64(status.AssignmentGeneration))
 	owned := 0
-	plan := make(allocate.Plan, len(d.entries))
-	for _, e := range d.entries {
+	plan := make(allocate.Plan, len(d.report.entries))
+	for _, e := range d.report.entries {
 		owned += len(e.Queues)
 		plan[e.Member] = e.Queues
 	}
 	unownedGauge.With(l).Set(float64(status.UnownedQueues))
-	imbalanceGauge.With(l).Set(imbalance(d.members, plan, owned))
-	crossZoneGauge.With(l).Set(float64(crossZone(group, d.members, plan)))
-	minCrossZone.With(l).Set(float64(leastCrossZone(group, d.members)))
-	if len(d.writes) > 0 {
+	imbalanceGauge.With(l).Set(imbalance(d.report.members, plan, owned))
+	crossZoneGauge.With(l).Set(float64(crossZone(group, d.report.members, plan)))
+	minCrossZone.With(l).Set(float64(leastCrossZone(group, d.report.members)))
+	if len(d.write.configMaps) > 0 {
 		size := 0
-		for _, part := range d.writes {
+		for _, part := range d.write.configMaps {
 			for _, v := range part.Data {
 				size += len(v)
 			}
@@ -128,8 +128,8 @@ func recordGauges(l prometheus.Labels, group *v1alpha1.ConsumerGroup, status *v1
 	} else {
 		recommendedGauge.Delete(l)
 	}
-	if d.totalLoad != nil {
-		loadGauge.With(l).Set(*d.totalLoad)
+	if d.report.totalLoad != nil {
+		loadGauge.With(l).Set(*d.report.totalLoad)
 	}
 }
 
@@ -157,7 +157,7 @@ func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedN
 		}
 	}
 	after := map[allocate.Queue]bool{}
-	for _, e := range d.entries {
+	for _, e := range d.report.entries {
 		for _, q := range e.Queues {
 			after[q] = true
 		}
@@ -184,7 +184,7 @@ func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedN
 		}
 	}
 	// A queue the spec dropped is handed to nobody.
-	if len(revoked) > d.queueCount {
+	if len(revoked) > d.report.queueCount {
 		clear(revoked)
 	}
 }
@@ -203,7 +203,7 @@ func (m *groupMetrics) forget(key types.NamespacedName) {
 // rebalanceReason says why d published a new generation.
 func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision) string {
 	switch {
-	case d.tampered != nil && d.tampered.Reason != v1alpha1.ReasonClaimUnreadable:
+	case d.report.tampered != nil && d.report.tampered.Reason != v1alpha1.ReasonClaimUnreadable:
 		return rebalanceRecovery
 	case old.ObservedGeneration != group.Generation:
 		return rebalanceSpec
@@ -212,10 +212,10 @@ func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupS
 	for pod := range obs.published.Entries {
 		before[pod] = true
 	}
-	if len(before) != len(d.entries) {
+	if len(before) != len(d.report.entries) {
 		return rebalanceMembership
 	}
-	for pod := range d.entries {
+	for pod := range d.report.entries {
 		if !before[pod] {
 			return rebalanceMembership
 		}

@@ -30,7 +30,7 @@ func TestPauseFreezesAssignment(t *testing.T) {
 	before := waitForAssignment(t, ns, "p", pods, partitionOf(8))
 	waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive)
 
-	setPaused(t, ns, "p", true)
+	pauseGroup(t, ns, "p", true)
 	g := waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
 	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPaused {
 		t.Errorf("Ready is %s/%s while paused, want False/Paused", c.Status, c.Reason)
@@ -57,12 +57,12 @@ func TestPauseFreezesAssignment(t *testing.T) {
 			now.Generation, slices.Sorted(maps.Keys(now.Entries)), before.Generation)
 	}
 
-	setPaused(t, ns, "p", false)
+	pauseGroup(t, ns, "p", false)
 	waitForCondition(t, ns, "p", v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonActive)
 	waitForAssignment(t, ns, "p", []string{"p-1", "p-2"}, partitionOf(8))
 }
 
-func setPaused(t *testing.T, ns, name string, paused bool) {
+func pauseGroup(t *testing.T, ns, name string, paused bool) {
 	t.Helper()
 	g := getGroup(t, ns, name)
 	patch := client.MergeFrom(g.DeepCopy())

@@ -89,7 +89,7 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	}
 	pv.Queues, pv.BrokerZones = p.queues, p.zones
 	pv.Target = map[string][]allocate.Queue{}
-	for _, m := range p.d.members {
+	for _, m := range p.d.report.members {
 		pv.Members = append(pv.Members, PreviewMember{Member: m.Member, Pod: m.Pod})
 		pv.Target[m.Pod] = p.target[m.ID]
 	}

@@ -40,16 +40,16 @@ func TestDecideCutOffMembersQueuesMoveWhenItsPromiseRunsOut(t *testing.T) {
 				promisingLease("p0", 0, nil, t0, tc.promise), promisingLease("p1", 0, nil, t0, tc.promise))
 			d := decide(group, obs, env(group, t0))
 			obs = applied(group, obs, d)
-			obs.publications = obs.publications.add(d.generation, t0)
-			p1Lease := promisingLease("p1", d.generation, qs(2, 3), t0, tc.promise)
+			obs.publications = obs.publications.add(d.report.generation, t0)
+			p1Lease := promisingLease("p1", d.report.generation, qs(2, 3), t0, tc.promise)
 			// p0 renews whenever asked; p1 never again.
 			at := func(after time.Duration) *decision {
 				obs.leases = []protocol.LeaseState{promisingLease("p0", obs.published.Generation, entryOf(d, "p0"), t0.Add(after), tc.promise), p1Lease}
 				d = decide(group, obs, env(group, t0.Add(after)))
 				assertPartition(t, d)
-				if len(d.writes) > 0 {
+				if len(d.write.configMaps) > 0 {
 					obs = applied(group, obs, d)
-					obs.publications = obs.publications.add(d.generation, t0.Add(after))
+					obs.publications = obs.publications.add(d.report.generation, t0.Add(after))
 				}
 				return d
 			}
@@ -65,7 +65,7 @@ func TestDecideCutOffMembersQueuesMoveWhenItsPromiseRunsOut(t *testing.T) {
 				if got := len(entryOf(d, "p0")); got != 2 {
 					t.Fatalf("%v after p1's last renewal p0 reads %d queues; p1's may still be read until %v", after, got, tc.movedBy)
 				}
-				if _, member := d.entries["p1"]; member == (after >= revokedAt) {
+				if _, member := d.report.entries["p1"]; member == (after >= revokedAt) {
 					t.Fatalf("%v after p1's last renewal p1 is a member: %v", after, member)
 				}
 			}

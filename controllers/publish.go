@@ -30,7 +30,7 @@ const FieldOwner = "consumergroup-operator"
 // just before the operator stopped, and never recorded here, is covered by the step a recovery takes
 // (recoveryStep).
 func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) error {
-	status := statusFor(group, d, metav1.NewTime(now))
+	status := statusFor(group, &d.report, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alph
 // each created or updated whole against the version observed, so that a write never lands on a version it
 // did not decide from; then it deletes unused shards and the Leases whose claims no longer stand.
 func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, d *decision) error {
-	for _, part := range d.writes {
+	for _, part := range d.write.configMaps {
 		observed := obs.shards[part.Name]
 		if part.Name == assignmentName(group) {
 			observed = obs.index
@@ -56,13 +56,13 @@ func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.C
 			return fmt.Errorf("writing ConfigMap %s: %w", part.Name, err)
 		}
 	}
-	for _, cm := range d.deleteShards {
+	for _, cm := range d.write.deleteShards {
 		err := r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting shard %s: %w", cm.Name, err)
 		}
 	}
-	for _, l := range d.deleteLeases {
+	for _, l := range d.write.deleteLeases {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: group.Namespace, Name: l.Name}}
 		// Only the version decided from: a Lease renewed or taken over since stays.
 		err := r.Delete(ctx, lease, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
@@ -107,37 +107,37 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 // a new problem, fenced members.
 func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *decision) {
 	switch {
-	case d.tampered.lostPublished() && (len(d.writes) > 0 || !says(old, v1alpha1.ConditionTampered, d.tampered.Message)):
-		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.tampered.Reason, "Restore", "%s. Published generation %d",
-			d.tampered.Message, d.generation)
-	case d.rebalanced:
+	case d.report.tampered.lostPublished() && (len(d.write.configMaps) > 0 || !says(old, v1alpha1.ConditionTampered, d.report.tampered.Message)):
+		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.report.tampered.Reason, "Restore", "%s. Published generation %d",
+			d.report.tampered.Message, d.report.generation)
+	case d.report.rebalance.published:
 		var load string
-		if d.movedLoad > 0 {
-			load = " (load " + strconv.FormatFloat(d.movedLoad, 'g', 4, 64) + ")"
+		if d.report.rebalance.movedLoad > 0 {
+			load = " (load " + strconv.FormatFloat(d.report.rebalance.movedLoad, 'g', 4, 64) + ")"
 		}
 		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
 			"Published assignment generation %d: %s over %s, %s moved%s",
-			d.generation, count(d.queueCount, "queue"), count(len(d.members), "member"), count(d.moved, "queue"), load)
+			d.report.generation, count(d.report.queueCount, "queue"), count(len(d.report.members), "member"), count(d.report.rebalance.moved, "queue"), load)
 	}
 	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
-	if c := d.unreadableClaims; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
+	if c := d.report.unreadableClaims; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Hold", "%s", c.Message)
 	}
-	if c := d.suspectLeases; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
+	if c := d.report.suspectLeases; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Distrust", "%s", c.Message)
 	}
-	if len(d.restored) > 0 {
+	if len(d.report.restored) > 0 {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventRestored, "Restore", "Someone changed what the operator wrote; restored: %s",
-			strings.Join(d.restored, "; "))
+			strings.Join(d.report.restored, "; "))
 	}
 	// One warning per distinct problem, not one per pass.
-	if d.problem != nil {
+	if d.report.problem != nil {
 		if c := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue ||
-			c.Reason != d.problem.Reason || !strings.HasPrefix(c.Message, d.problem.Message) {
-			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.problem.Reason, "Plan", "%s", d.problem.Message)
+			c.Reason != d.report.problem.Reason || !strings.HasPrefix(c.Message, d.report.problem.Message) {
+			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.report.problem.Reason, "Plan", "%s", d.report.problem.Message)
 		}
 	}
-	for _, f := range d.handoff.fenced {
+	for _, f := range d.report.handoff.fenced {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventMemberFenced, "Handoff",
 			"Pod %s did not acknowledge generation %d within %ds while it kept renewing its Lease; its revoked queues were handed on",
 			f.Pod, f.Generation, durationOr(group.Spec.Handoff.RevokeTimeoutSeconds, defaultRevokeTimeout)/time.Second)

@@ -55,10 +55,10 @@ func TestDecideRecommendsMembers(t *testing.T) {
 		loadLease("p1", 0, nil, map[allocate.Queue]float64{qs(2)[0]: 30}))
 	d := decide(group, obs, env(group, t0))
 	// 40 + 20 + 30, and t/b/3 at the mean, 30: 120, over 25 each: 5, at most the 4 queues.
-	if d.totalLoad == nil || *d.totalLoad != 120 || d.recommended == nil || *d.recommended != 4 {
-		t.Fatalf("total %v, recommended %v; want 120 and 4", ptrString(d.totalLoad), ptrString(d.recommended))
+	if d.report.totalLoad == nil || *d.report.totalLoad != 120 || d.report.recommended == nil || *d.report.recommended != 4 {
+		t.Fatalf("total %v, recommended %v; want 120 and 4", ptrString(d.report.totalLoad), ptrString(d.report.recommended))
 	}
-	status := statusFor(group, d, metav1Time(t0))
+	status := statusFor(group, &d.report, metav1Time(t0))
 	if status.TotalLoad != "120" || status.RecommendedMembers == nil || *status.RecommendedMembers != 4 {
 		t.Fatalf("status says total %q, recommended %v", status.TotalLoad, status.RecommendedMembers)
 	}
@@ -74,8 +74,8 @@ func TestDecideRecommendsMembers(t *testing.T) {
 
 	group.Status.RecommendedMembers = ptr.To(int32(3))
 	quiet := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
-	if d := decide(group, quiet, env(group, t0.Add(time.Minute))); d.totalLoad != nil || d.recommended == nil || *d.recommended != 3 {
-		t.Errorf("without reports: total %v, recommended %v; want none and the last recommendation, 3", ptrString(d.totalLoad), ptrString(d.recommended))
+	if d := decide(group, quiet, env(group, t0.Add(time.Minute))); d.report.totalLoad != nil || d.report.recommended == nil || *d.report.recommended != 3 {
+		t.Errorf("without reports: total %v, recommended %v; want none and the last recommendation, 3", ptrString(d.report.totalLoad), ptrString(d.report.recommended))
 	}
 }
 
@@ -101,19 +101,19 @@ func TestDecideCountsMovedLoad(t *testing.T) {
 	obs.pods = append(obs.pods, pod("p1"))
 	obs.podsByName = map[string]*corev1.Pod{"p0": &obs.pods[0], "p1": &obs.pods[1]}
 	revoke := decide(group, obs, env(group, t0))
-	if revoke.moved != 3 || revoke.movedLoad != 4+5+6 {
-		t.Fatalf("revoking 3-5 from p0: moved %d queues, load %v; want 3 and 15", revoke.moved, revoke.movedLoad)
+	if revoke.report.rebalance.moved != 3 || revoke.report.rebalance.movedLoad != 4+5+6 {
+		t.Fatalf("revoking 3-5 from p0: moved %d queues, load %v; want 3 and 15", revoke.report.rebalance.moved, revoke.report.rebalance.movedLoad)
 	}
 	obs = applied(group, obs, revoke)
 	obs.leases = []protocol.LeaseState{loadLease("p0", 2, qs(0, 1, 2), loads)}
 	grant := decide(group, obs, env(group, t0.Add(time.Second)))
-	if !slices.Equal(entryOf(grant, "p1"), qs(3, 4, 5)) || grant.moved != 0 || grant.movedLoad != 0 {
-		t.Fatalf("granting 3-5 to p1 (%v): moved %d queues, load %v; want the grant counted as no move", entryOf(grant, "p1"), grant.moved, grant.movedLoad)
+	if !slices.Equal(entryOf(grant, "p1"), qs(3, 4, 5)) || grant.report.rebalance.moved != 0 || grant.report.rebalance.movedLoad != 0 {
+		t.Fatalf("granting 3-5 to p1 (%v): moved %d queues, load %v; want the grant counted as no move", entryOf(grant, "p1"), grant.report.rebalance.moved, grant.report.rebalance.movedLoad)
 	}
 
 	// Without reports nothing says what a queue weighs: no load is counted.
 	quiet := world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 0, nil, t0))
-	if d := decide(group, quiet, env(group, t0)); d.movedLoad != 0 {
-		t.Errorf("without load reports: moved load %v, want 0", d.movedLoad)
+	if d := decide(group, quiet, env(group, t0)); d.report.rebalance.movedLoad != 0 {
+		t.Errorf("without load reports: moved load %v, want 0", d.report.rebalance.movedLoad)
 	}
 }

@@ -23,8 +23,8 @@ func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
 	obs := world(podsNamed("p0"))
 	obs.scope = specScope(group)
 	d := decide(group, obs, env(group, t0))
-	if !d.rebalanced || len(entryOf(d, "p0")) != 8 {
-		t.Fatalf("first pass: rebalanced %v, p0 gets %v", d.rebalanced, entryOf(d, "p0"))
+	if !d.report.rebalance.published || len(entryOf(d, "p0")) != 8 {
+		t.Fatalf("first pass: rebalanced %v, p0 gets %v", d.report.rebalance.published, entryOf(d, "p0"))
 	}
 	next := applied(group, obs, d)
 	shrunk := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 4)
@@ -32,8 +32,8 @@ func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
 	next.scope = specScope(shrunk)
 	next.setPublished(protocol.ReadPublishedIn(shrunk.Name, next.index, next.shards, next.scope, next.scope.Len()))
 	d2 := decide(shrunk, next, env(shrunk, t0.Add(time.Second)))
-	if !d2.rebalanced || d2.generation <= d.generation || !slices.Equal(entryOf(d2, "p0"), qs(0, 1, 2, 3)) {
-		t.Fatalf("after the queue set shrank: rebalanced %v, generation %d (was %d), p0 gets %v", d2.rebalanced, d2.generation, d.generation, entryOf(d2, "p0"))
+	if !d2.report.rebalance.published || d2.report.generation <= d.report.generation || !slices.Equal(entryOf(d2, "p0"), qs(0, 1, 2, 3)) {
+		t.Fatalf("after the queue set shrank: rebalanced %v, generation %d (was %d), p0 gets %v", d2.report.rebalance.published, d2.report.generation, d.report.generation, entryOf(d2, "p0"))
 	}
 }
 

@@ -142,10 +142,10 @@ func TestAckCeiling(t *testing.T) {
 	group.Status.AssignmentGeneration = 7
 	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 7+2*recoveryStep+1, qs(0, 1), t0))
 	d := decide(group, obs, env(group, t0))
-	if d.generation > 7+recoveryStep || d.suspectLeases == nil || d.suspectLeases.Reason != v1alpha1.ReasonLeaseTampered {
-		t.Fatalf("an acknowledgement above any published generation gave generation %d, finding %v", d.generation, d.suspectLeases)
+	if d.report.generation > 7+recoveryStep || d.report.suspectLeases == nil || d.report.suspectLeases.Reason != v1alpha1.ReasonLeaseTampered {
+		t.Fatalf("an acknowledgement above any published generation gave generation %d, finding %v", d.report.generation, d.report.suspectLeases)
 	}
-	if l := d.memberLeases["p0"]; l == nil || l.AckedGeneration != 0 {
+	if l := d.report.memberLeases["p0"]; l == nil || l.AckedGeneration != 0 {
 		t.Fatalf("the acknowledgement was counted: %+v", l)
 	}
 }
@@ -154,8 +154,8 @@ func TestGenerationExhausted(t *testing.T) {
 	group := testGroup(averagely, 2)
 	group.Status.AssignmentGeneration = protocol.MaxGeneration
 	d := decide(group, world([]corev1.Pod{pod("p0")}), env(group, t0))
-	if d.problem == nil || d.problem.Reason != v1alpha1.ReasonGenerationExhausted || d.rebalanced || d.generation < 0 {
-		t.Fatalf("problem %v, rebalanced %v, generation %d", d.problem, d.rebalanced, d.generation)
+	if d.report.problem == nil || d.report.problem.Reason != v1alpha1.ReasonGenerationExhausted || d.report.rebalance.published || d.report.generation < 0 {
+		t.Fatalf("problem %v, rebalanced %v, generation %d", d.report.problem, d.report.rebalance.published, d.report.generation)
 	}
 }
 
@@ -188,7 +188,7 @@ func TestRestartedOperatorHoldsBackRevokedQueuesOfAVanishedMember(t *testing.T) 
 	both := world([]corev1.Pod{p0, p1}, lease("p0", 0, nil, t0), lease("p1", 0, nil, t0))
 	first := decide(group, both, env(group, t0))
 	settled := applied(group, both, first)
-	settled.leases = []protocol.LeaseState{lease("p0", first.generation, entryOf(first, "p0"), t0), lease("p1", first.generation, entryOf(first, "p1"), t0)}
+	settled.leases = []protocol.LeaseState{lease("p0", first.report.generation, entryOf(first, "p0"), t0), lease("p1", first.report.generation, entryOf(first, "p1"), t0)}
 	held := entryOf(first, "p1")
 	if len(held) == 0 {
 		t.Fatal("p1 was given nothing")
@@ -205,7 +205,7 @@ func TestRestartedOperatorHoldsBackRevokedQueuesOfAVanishedMember(t *testing.T) 
 
 	// The operator restarts; p1's Lease was deleted meanwhile. Nothing but the bookkeeping names p1.
 	restarted := applied(group, &gone, revoking)
-	restarted.leases = []protocol.LeaseState{lease("p0", revoking.generation, entryOf(revoking, "p0"), t0.Add(2*time.Second))}
+	restarted.leases = []protocol.LeaseState{lease("p0", revoking.report.generation, entryOf(revoking, "p0"), t0.Add(2*time.Second))}
 	now := t0.Add(3 * time.Second)
 	restarted.sightedSince = now
 	d := decide(group, restarted, env(group, now))
@@ -215,7 +215,7 @@ func TestRestartedOperatorHoldsBackRevokedQueuesOfAVanishedMember(t *testing.T) 
 		}
 	}
 	after := *restarted
-	after.leases = []protocol.LeaseState{lease("p0", revoking.generation, entryOf(revoking, "p0"), now.Add(16*time.Second))}
+	after.leases = []protocol.LeaseState{lease("p0", revoking.report.generation, entryOf(revoking, "p0"), now.Add(16*time.Second))}
 	later := decide(group, &after, env(group, now.Add(17*time.Second)))
 	if len(entryOf(later, "p0")) != 4 {
 		t.Fatalf("a lease duration after the restart p0 holds %v, want every queue", entryOf(later, "p0"))
@@ -236,11 +236,11 @@ func TestRestartedOperatorWithoutBookkeepingWaitsALeaseDuration(t *testing.T) {
 	// The next pass trusts what the first published, and p0 acknowledged it: the recovery is over, yet
 	// the queues nobody claims wait for the lease duration the first pass recorded.
 	next := applied(group, obs, first)
-	next.leases = []protocol.LeaseState{lease("p0", first.generation, qs(0), t0.Add(2*time.Second))}
+	next.leases = []protocol.LeaseState{lease("p0", first.report.generation, qs(0), t0.Add(2*time.Second))}
 	if d := decide(group, next, env(group, t0.Add(3*time.Second))); !slices.Equal(entryOf(d, "p0"), qs(0)) {
 		t.Fatalf("before a lease duration from the start p0 gets %v", entryOf(d, "p0"))
 	}
-	next.leases = []protocol.LeaseState{lease("p0", first.generation, qs(0), t0.Add(16*time.Second))}
+	next.leases = []protocol.LeaseState{lease("p0", first.report.generation, qs(0), t0.Add(16*time.Second))}
 	if d := decide(group, next, env(group, t0.Add(17*time.Second))); len(entryOf(d, "p0")) != 4 {
 		t.Fatalf("a lease duration after the start p0 gets %v, want every queue", entryOf(d, "p0"))
 	}
