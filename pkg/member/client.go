@@ -71,12 +71,40 @@ func (a Assignment) equal(b Assignment) bool {
 	return a.Generation == b.Generation && a.Member == b.Member && slices.Equal(a.Queues, b.Queues)
 }
 
+// memberLease is the member's Lease as the Client uses it: kept (taken and renewed) by a leaseKeeper, which
+// asks the Client, as its leaseSource, what to write.
+type memberLease interface {
+	// run takes and renews the Lease until ctx ends. checkView fails while the member's view of the
+	// assignment is behind the API server: the Lease is then not renewed.
+	run(ctx context.Context, checkView func(context.Context) error)
+	// status is how the Lease stands at now.
+	status(now time.Time) leaseStatus
+	// requestWrite asks for a write soon, without waiting for it: a claim of new queues.
+	requestWrite()
+	// writeNow writes what the member says now, without renewing, and fails while the Lease is not held:
+	// an acknowledgement.
+	writeNow(ctx context.Context) error
+	// flush is writeNow unless written reports that the Lease already says what the member says, or the
+	// Lease is not held. No write that began before it lands after it.
+	flush(ctx context.Context, written func() bool) error
+}
+
+// leaseStatus is how the member's Lease stands at a moment.
+type leaseStatus struct {
+	// fresh is set while the Lease is held and its last renewal covers the member; reason says why not.
+	fresh  bool
+	reason string
+	// renewedAt is when the Lease was last renewed, zero when never; err is the last failure to renew it.
+	renewedAt time.Time
+	err       error
+}
+
 // Client is one member pod's view of its group's assignment, and its voice to the operator.
 // Its methods are safe for concurrent use; Run must be running for anything to be delivered.
 type Client struct {
-	cfg    Config
-	view   *assignmentView
-	keeper *leaseKeeper
+	cfg   Config
+	view  *assignmentView
+	lease memberLease
 	// contact fences the member when it cannot confirm its view; nil without contact fencing.
 	contact *contactFence
 
@@ -138,7 +166,7 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 	// application queues (a sidecar restarts on its own): it is told generation 0 from now on.
 	c.inForceSince = cfg.Clock.Now()
 	c.view = newAssignmentView(cs, cfg, c.evaluate)
-	c.keeper = newLeaseKeeper(cs, cfg, c.leaseState, c.leaseWritten, c.adopt, c.evaluate)
+	c.lease = newLeaseKeeper(cs, cfg, c)
 	if cfg.contactFencing() {
 		c.contact = newContactFence(cfg, c.view.confirm, c.evaluate)
 	}
@@ -149,7 +177,7 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // LeaseName is the name of the member's Lease.
-func (c *Client) LeaseName() string { return c.keeper.name }
+func (c *Client) LeaseName() string { return c.cfg.leaseName() }
 
 // Run watches the assignment and keeps the Lease until ctx ends, then returns nil. A Client runs once: a
 // second call returns an error at once. Failed API calls are logged and retried; while the Lease cannot be
@@ -176,7 +204,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if c.contact != nil {
 			wg.Go(func() { c.contact.run(ctx) })
 		}
-		c.keeper.run(ctx, c.view.checkCurrent)
+		c.lease.run(ctx, c.view.checkCurrent)
 	})
 	if c.cfg.AutoAck {
 		wg.Go(func() { c.autoAckLoop(ctx) })
@@ -185,15 +213,15 @@ func (c *Client) Run(ctx context.Context) error {
 	return viewErr
 }
 
-// leaseState is what the Lease must say now: the acknowledged generation, and a claim of every queue the
+// record is what the Lease must say now: the acknowledged generation, and a claim of every queue the
 // application may be reading, those it acknowledged and those delivered since.
-func (c *Client) leaseState() leaseState {
+func (c *Client) record() leaseRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		// Drain has handed the application generation 0 and waited for it to stop: the claim is empty,
 		// which tells the operator and a new pod of the same name that this pod reads nothing.
-		return leaseState{acked: c.acked, groupUID: c.group}
+		return leaseRecord{acked: c.acked, groupUID: c.group}
 	}
 	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues)
 	var load map[Queue]float64
@@ -206,7 +234,7 @@ func (c *Client) leaseState() leaseState {
 			}
 		}
 	}
-	return leaseState{acked: c.acked, claim: claim, groupUID: c.group, load: load}
+	return leaseRecord{acked: c.acked, claim: claim, groupUID: c.group, load: load}
 }
 
 // ReportLoad records the load of the queues the application reads, in the group's unit (for example an
@@ -224,7 +252,9 @@ func (c *Client) ReportLoad(loads map[Queue]float64) error {
 	return nil
 }
 
-func (c *Client) leaseWritten(st leaseState) {
+// recorded takes what the Lease says after a write: the claim it holds may let a pending assignment be
+// delivered.
+func (c *Client) recorded(st leaseRecord) {
 	c.mu.Lock()
 	c.claimed = st.claim
 	if st.acked != c.written {
@@ -252,11 +282,16 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 	c.ackedQueues = protocol.UnionQueues(c.ackedQueues, claim)
 }
 
+// leaseChanged re-evaluates the assignment in force once the Lease was taken or lost, or its freshness
+// changed.
+func (c *Client) leaseChanged() { c.evaluate() }
+
 // evaluate recomputes the assignment in force and delivers it if it changed.
 func (c *Client) evaluate() {
 	synced, view := c.view.current()
 	now := c.cfg.Clock.Now()
-	fresh, leaseReason := c.keeper.status(now)
+	lease := c.lease.status(now)
+	fresh, leaseReason := lease.fresh, lease.reason
 	if c.contact != nil && fresh {
 		fresh, leaseReason = c.contact.status(now)
 	}
@@ -270,7 +305,7 @@ func (c *Client) evaluate() {
 		// old one counts for it. The queues read so far stay claimed.
 		if c.group != "" {
 			c.acked, c.highest, c.delivered = 0, Assignment{}, map[int64][]Queue{}
-			c.keeper.requestWrite()
+			c.lease.requestWrite()
 		}
 		c.group = view.GroupUID
 	}
@@ -300,10 +335,10 @@ func (c *Client) evaluate() {
 		return
 	}
 	if protocol.SubtractQueues(a.Queues, c.claimed) != nil {
-		// Claim first, deliver once the Lease says so (leaseWritten); the write is a renewal.
+		// Claim first, deliver once the Lease says so (recorded); the write is a renewal.
 		if !a.equal(c.pending) {
 			c.pending = a
-			c.keeper.requestWrite()
+			c.lease.requestWrite()
 		}
 		return
 	}
@@ -386,8 +421,8 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 	if write, err := c.recordAck(generation); !write || err != nil {
 		return err
 	}
-	if err := c.keeper.writeNow(ctx); err != nil {
-		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.keeper.name, err)
+	if err := c.lease.writeNow(ctx); err != nil {
+		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.cfg.leaseName(), err)
 	}
 	return nil
 }
@@ -451,7 +486,7 @@ func (c *Client) autoAckLoop(ctx context.Context) {
 		}
 		if err := c.Ack(ctx, a.Generation); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Failed to acknowledge assignment; retrying", "generation", a.Generation)
-			retry.Reset(c.keeper.renewEvery)
+			retry.Reset(c.cfg.renewEvery())
 		}
 	}
 }
@@ -576,16 +611,16 @@ func (c *Client) stop() {
 // acknowledgement.
 func (c *Client) releaseClaim(ctx context.Context) error {
 	for {
-		err := c.keeper.flush(ctx, c.leaseSaysStopped)
+		err := c.lease.flush(ctx, c.leaseSaysStopped)
 		if err == nil {
 			return nil
 		}
-		t := c.cfg.Clock.NewTimer(c.keeper.renewEvery / 4)
+		t := c.cfg.Clock.NewTimer(c.cfg.renewEvery() / 4)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("draining pod %s from group %s: releasing the claim in Lease %s: %v: %w", c.cfg.Pod, c.cfg.Group, c.keeper.name, err, ctx.Err())
+			return fmt.Errorf("draining pod %s from group %s: releasing the claim in Lease %s: %v: %w", c.cfg.Pod, c.cfg.Group, c.cfg.leaseName(), err, ctx.Err())
 		}
 	}
 }
@@ -626,7 +661,7 @@ type Status struct {
 // Status returns a snapshot of the client's state.
 func (c *Client) Status() Status {
 	synced, view := c.view.current()
-	renewedAt, leaseErr := c.keeper.renewal()
+	lease := c.lease.status(c.cfg.Clock.Now())
 	var contactLost string
 	if c.contact != nil {
 		if fresh, why := c.contact.status(c.cfg.Clock.Now()); !fresh {
@@ -642,8 +677,8 @@ func (c *Client) Status() Status {
 		InForce:             c.inForce,
 		Claimed:             len(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues)),
 		Reason:              c.reason,
-		LeaseRenewedAt:      renewedAt,
-		LeaseError:          leaseErr,
+		LeaseRenewedAt:      lease.renewedAt,
+		LeaseError:          lease.err,
 		Drained:             c.stopped,
 		ContactLost:         contactLost,
 	}

@@ -145,6 +145,12 @@ func (c Config) validate() error {
 // contactFencing reports whether the member fences itself when it cannot confirm its view.
 func (c Config) contactFencing() bool { return c.ContactTimeout > 0 }
 
+// leaseName is the name of the member's Lease.
+func (c Config) leaseName() string { return protocol.LeaseName(c.Group, c.Pod) }
+
+// renewEvery is how often the member renews its Lease.
+func (c Config) renewEvery() time.Duration { return protocol.RenewInterval(c.LeaseDuration) }
+
 // stopsWithin is the promise the member writes in its Lease: 0 without contact fencing.
 func (c Config) stopsWithin() time.Duration {
 	if !c.contactFencing() {

@@ -20,8 +20,9 @@ import (
 // fieldManager names this package in the Lease's managed fields.
 const fieldManager = "consumergroup-member"
 
-// leaseState is what the member's Lease says about it, as the client fills it in for each write.
-type leaseState struct {
+// leaseRecord is what the member writes in its Lease, as the client fills it in for each write. It is not
+// protocol.LeaseState, which is what a reader of the Lease (the operator) makes of it.
+type leaseRecord struct {
 	acked    int64
 	claim    []Queue
 	groupUID types.UID
@@ -29,23 +30,35 @@ type leaseState struct {
 	load map[Queue]float64
 }
 
+// leaseSource is the member a leaseKeeper writes the Lease for: the Client. The keeper calls it without
+// its mu held, and record, recorded and adopt with its writeMu held: they may take the member's own lock,
+// but must not wait for a write of the Lease.
+type leaseSource interface {
+	// record is what the Lease must say now.
+	record() leaseRecord
+	// recorded is told that a write of rec succeeded: the Lease says it.
+	recorded(rec leaseRecord)
+	// adopt takes over what an earlier process of this pod left in the Lease: the generation it
+	// acknowledged and the queues it claimed.
+	adopt(acked int64, claim []Queue)
+	// leaseChanged is told that the Lease was taken or lost, or that its freshness changed.
+	leaseChanged()
+}
+
 // leaseKeeper keeps the member's Lease: it takes the Lease (creates it, adopts the one this pod's earlier
 // process wrote, or takes over one an earlier pod of the same name left, once that pod's claim no longer
 // stands), renews it every third of its duration, and writes the member's acknowledgement and claim.
+//
+// Locks: writeMu is taken first and held across a whole write, API calls included; mu guards only the
+// fields below it, for short reads and updates, and nothing else is taken while it is held.
 type leaseKeeper struct {
 	cs         kubernetes.Interface
 	cfg        Config
 	name       string
 	renewEvery time.Duration
 	clock      clock.WithTickerAndDelayedExecution
-	// state returns what the Lease must say now, and wrote is told once a write of it succeeded; adopted
-	// hands the client what an earlier process of this pod left in the Lease; changed is called, with no
-	// lock held, when the Lease is held or lost, or freshness changes.
-	state   func() leaseState
-	wrote   func(leaseState)
-	adopted func(acked int64, claim []Queue)
-	changed func()
-	kick    chan struct{}
+	member     leaseSource
+	kick       chan struct{}
 
 	// writeMu serialises writes, so that what the Lease says only moves forward.
 	writeMu sync.Mutex
@@ -67,31 +80,28 @@ type leaseKeeper struct {
 	fence clock.Timer
 }
 
-func newLeaseKeeper(cs kubernetes.Interface, cfg Config, state func() leaseState, wrote func(leaseState), adopted func(int64, []Queue), changed func()) *leaseKeeper {
+func newLeaseKeeper(cs kubernetes.Interface, cfg Config, member leaseSource) *leaseKeeper {
 	return &leaseKeeper{
-		cs: cs, cfg: cfg, name: protocol.LeaseName(cfg.Group, cfg.Pod), renewEvery: protocol.RenewInterval(cfg.LeaseDuration),
-		clock: cfg.Clock, state: state, wrote: wrote, adopted: adopted, changed: changed, kick: make(chan struct{}, 1),
+		cs: cs, cfg: cfg, name: cfg.leaseName(), renewEvery: cfg.renewEvery(),
+		clock: cfg.Clock, member: member, kick: make(chan struct{}, 1),
 		waiting: "the Lease has not been written yet",
 	}
 }
 
-// status is whether the Lease is held and fresh at now, and why not.
-func (k *leaseKeeper) status(now time.Time) (fresh bool, reason string) {
+// status is how the Lease stands at now.
+func (k *leaseKeeper) status(now time.Time) leaseStatus {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	st := leaseStatus{renewedAt: k.renewedAt, err: k.err}
 	switch {
 	case !k.held:
-		return false, fmt.Sprintf("Lease %s: %s", k.name, k.waiting)
+		st.reason = fmt.Sprintf("Lease %s: %s", k.name, k.waiting)
 	case !now.Before(k.freshUntil):
-		return false, fmt.Sprintf("Lease %s has not been renewed for %v: the member must stop reading before its Lease runs out and the operator hands the queues on", k.name, protocol.StopAfter(k.cfg.LeaseDuration))
+		st.reason = fmt.Sprintf("Lease %s has not been renewed for %v: the member must stop reading before its Lease runs out and the operator hands the queues on", k.name, protocol.StopAfter(k.cfg.LeaseDuration))
+	default:
+		st.fresh = true
 	}
-	return true, ""
-}
-
-func (k *leaseKeeper) renewal() (time.Time, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.renewedAt, k.err
+	return st
 }
 
 // requestWrite makes the loop write now rather than at its next tick.
@@ -125,9 +135,7 @@ func (k *leaseKeeper) run(ctx context.Context, checkView func(context.Context) e
 		if ctx.Err() != nil {
 			return
 		}
-		k.mu.Lock()
-		k.err = err
-		k.mu.Unlock()
+		k.setErr(err)
 		switch {
 		case err != nil && !failing:
 			logger.Error(err, "Failed to renew Lease; the member holds no queues once the Lease has not been renewed for its duration",
@@ -154,26 +162,37 @@ func (k *leaseKeeper) renew(ctx context.Context, checkView func(context.Context)
 	if k.last == nil {
 		retryAt, err := k.acquire(ctx, sentAt)
 		if err != nil || !retryAt.IsZero() {
-			k.changed() // the reason nothing is in force changed
+			k.member.leaseChanged() // the reason nothing is in force changed
 			return min(k.renewEvery, max(retryAt.Sub(sentAt), 100*time.Millisecond)), err
 		}
 	} else if err := k.write(ctx, &sentAt); err != nil {
 		return k.renewEvery, err
 	}
-	k.mu.Lock()
-	k.renewedAt = sentAt
-	k.freshUntil = sentAt.Add(protocol.StopAfter(k.cfg.LeaseDuration))
-	untilStop := k.freshUntil.Sub(k.clock.Now())
-	k.mu.Unlock()
+	untilStop := k.renewed(sentAt)
 	// The timer that stops the member when no renewal follows. Its callback only starts a goroutine: a
 	// clock may run it while holding its own lock (a fake one does), and re-evaluating reads the clock.
 	if k.fence == nil {
-		k.fence = k.clock.AfterFunc(untilStop, func() { go k.changed() })
+		k.fence = k.clock.AfterFunc(untilStop, func() { go k.member.leaseChanged() })
 	} else {
 		k.fence.Reset(untilStop)
 	}
-	k.changed()
+	k.member.leaseChanged()
 	return k.renewEvery, nil
+}
+
+func (k *leaseKeeper) setErr(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.err = err
+}
+
+// renewed records a renewal sent at sentAt, and returns how long from now it covers the member.
+func (k *leaseKeeper) renewed(sentAt time.Time) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.renewedAt = sentAt
+	k.freshUntil = sentAt.Add(protocol.StopAfter(k.cfg.LeaseDuration))
+	return k.freshUntil.Sub(k.clock.Now())
 }
 
 // acquire creates the Lease, adopts this pod's own, or takes over an earlier pod's once its claim no
@@ -183,7 +202,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 	existing, err := leases.Get(ctx, k.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		st := k.state()
+		st := k.member.record()
 		created, err := leases.Create(ctx, k.lease(st, nil, &now, &now), metav1.CreateOptions{FieldManager: fieldManager})
 		if err != nil {
 			return time.Time{}, fmt.Errorf("creating Lease %s: %w", k.name, err)
@@ -199,9 +218,9 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 		// what it claimed (a sidecar restarts on its own), so the claim and the acknowledgement stay.
 		s := protocol.ReadLease(existing)
 		if s.ClaimErr == nil {
-			k.adopted(s.AckedGeneration, s.Claim)
+			k.member.adopt(s.AckedGeneration, s.Claim)
 		}
-		st := k.state()
+		st := k.member.record()
 		updated, err := leases.Update(ctx, k.lease(st, existing, nil, &now), metav1.UpdateOptions{FieldManager: fieldManager})
 		if err != nil {
 			return time.Time{}, fmt.Errorf("adopting Lease %s: %w", k.name, err)
@@ -215,13 +234,11 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 	// differ, or once it released everything.
 	s := protocol.ReadLease(existing)
 	if !s.Released() && s.Stands(now, k.cfg.MaxClockSkew) {
-		k.mu.Lock()
-		k.waiting = fmt.Sprintf("it is held by pod UID %s, an earlier pod named %s, whose claim stands until %s",
-			s.PodUID, k.cfg.Pod, s.Expiry(k.cfg.MaxClockSkew).UTC().Format(time.RFC3339))
-		k.mu.Unlock()
+		k.setWaiting(fmt.Sprintf("it is held by pod UID %s, an earlier pod named %s, whose claim stands until %s",
+			s.PodUID, k.cfg.Pod, s.Expiry(k.cfg.MaxClockSkew).UTC().Format(time.RFC3339)))
 		return s.Expiry(k.cfg.MaxClockSkew), nil
 	}
-	st := k.state()
+	st := k.member.record()
 	updated, err := leases.Update(ctx, k.lease(st, existing, &now, &now), metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("taking over Lease %s from pod UID %s: %w", k.name, s.PodUID, err)
@@ -231,7 +248,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 }
 
 // lease is the Lease saying st, written over base (nil for a new one).
-func (k *leaseKeeper) lease(st leaseState, base *coordinationv1.Lease, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
+func (k *leaseKeeper) lease(st leaseRecord, base *coordinationv1.Lease, acquireAt, renewAt *time.Time) *coordinationv1.Lease {
 	m := protocol.MemberLease{
 		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
 		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load, StopsWithin: k.cfg.stopsWithin(),
@@ -242,21 +259,34 @@ func (k *leaseKeeper) lease(st leaseState, base *coordinationv1.Lease, acquireAt
 	return m.Apply(base, k.cfg.Namespace, acquireAt, renewAt)
 }
 
-func (k *leaseKeeper) hold(lease *coordinationv1.Lease, st leaseState) {
+// hold records that this process holds the Lease, written as st. k.writeMu is held.
+func (k *leaseKeeper) hold(lease *coordinationv1.Lease, st leaseRecord) {
 	k.last = lease
-	k.wrote(st)
-	k.mu.Lock()
-	k.held, k.waiting = true, ""
-	k.mu.Unlock()
+	k.member.recorded(st)
+	k.setHeld(true, "")
 }
 
-// lose records that the Lease is no longer this process's: it holds nothing from now on.
+// lose records that the Lease is no longer this process's: it holds nothing from now on. k.writeMu is held.
 func (k *leaseKeeper) lose(why string) {
 	k.last = nil
+	k.setHeld(false, why)
+	k.member.leaseChanged()
+}
+
+// setHeld records whether the Lease is held, and why not; a Lease lost covers the member no longer.
+func (k *leaseKeeper) setHeld(held bool, waiting string) {
 	k.mu.Lock()
-	k.held, k.waiting, k.freshUntil = false, why, time.Time{}
-	k.mu.Unlock()
-	k.changed()
+	defer k.mu.Unlock()
+	k.held, k.waiting = held, waiting
+	if !held {
+		k.freshUntil = time.Time{}
+	}
+}
+
+func (k *leaseKeeper) setWaiting(why string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.waiting = why
 }
 
 // write updates the held Lease with what the member says now; renewAt moves renewTime (a renewal), nil
@@ -270,7 +300,7 @@ func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
 		if k.last == nil {
 			return fmt.Errorf("the Lease %s is not held", k.name)
 		}
-		st := k.state()
+		st := k.member.record()
 		updated, err := leases.Update(ctx, k.lease(st, k.last, nil, renewAt), metav1.UpdateOptions{FieldManager: fieldManager})
 		var current *coordinationv1.Lease
 		if apierrors.IsConflict(err) && attempt < 3 {
@@ -280,7 +310,7 @@ func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
 		switch {
 		case err == nil && current == nil:
 			k.last = updated
-			k.wrote(st)
+			k.member.recorded(st)
 			return nil
 		case apierrors.IsNotFound(err):
 			now := k.clock.Now()
@@ -289,7 +319,7 @@ func (k *leaseKeeper) write(ctx context.Context, renewAt *time.Time) error {
 				return fmt.Errorf("creating Lease %s again: %w", k.name, err)
 			}
 			k.last = created
-			k.wrote(st)
+			k.member.recorded(st)
 			return nil
 		case err == nil:
 			if !protocol.HeldBy(current, k.cfg.PodUID) {
