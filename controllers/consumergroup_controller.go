@@ -108,18 +108,18 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
 	// written, so the status records it first.
 	if first := group.Status.AssignmentGeneration == 0 && d.report.rebalance.published; first {
-		if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
+		if res, err := r.recordStatus(ctx, &group, &d.report, now); err != nil || res.RequeueAfter > 0 {
 			return res, err
 		}
 	}
-	if err := r.publish(ctx, &group, obs, d); err != nil {
+	if err := r.publish(ctx, &group, obs, d.write); err != nil {
 		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
 	if len(d.write.configMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
 		r.sightings.sawPublished(req.NamespacedName, d.report.generation, r.Clock.Now())
 	}
-	if res, err := r.recordStatus(ctx, &group, d, now); err != nil || res.RequeueAfter > 0 {
+	if res, err := r.recordStatus(ctx, &group, &d.report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
 	if d.report.rebalance.published {
@@ -134,19 +134,19 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: sooner(d.requeueAfter, routes.requeueAfter)}, nil
 }
 
-// recordStatus writes the status of decision d. A conflict is most often the cache not yet holding the
-// status this operator wrote a moment ago: the status is computed once more from the group as the API
-// server has it, rather than waiting for the cache. If the spec changed meanwhile, d is not its status:
-// the next pass decides anew.
-func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) (ctrl.Result, error) {
+// recordStatus writes the status that a pass's report rep gives. A conflict is most often the cache not
+// yet holding the status this operator wrote a moment ago: the status is computed once more from the group
+// as the API server has it, rather than waiting for the cache. If the spec changed meanwhile, rep is not
+// its status: the next pass decides anew.
+func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *report, now time.Time) (ctrl.Result, error) {
 	decidedFor := group.Generation
-	err := r.writeStatus(ctx, group, d, now)
+	err := r.writeStatus(ctx, group, rep, now)
 	if apierrors.IsConflict(err) {
 		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(group), group); err == nil {
 			if group.Generation != decidedFor {
 				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
-			err = r.writeStatus(ctx, group, d, now)
+			err = r.writeStatus(ctx, group, rep, now)
 		}
 	}
 	if err != nil {

@@ -29,8 +29,8 @@ const FieldOwner = "consumergroup-operator"
 // The status is where the generation is remembered should the ConfigMap be deleted; a generation published
 // just before the operator stopped, and never recorded here, is covered by the step a recovery takes
 // (recoveryStep).
-func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, d *decision, now time.Time) error {
-	status := statusFor(group, &d.report, metav1.NewTime(now))
+func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *report, now time.Time) error {
+	status := statusFor(group, rep, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
 		return nil
 	}
@@ -46,8 +46,8 @@ func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alph
 // publish writes the decided ConfigMaps in the order protocol.Layout gives (shards before the index),
 // each created or updated whole against the version observed, so that a write never lands on a version it
 // did not decide from; then it deletes unused shards and the Leases whose claims no longer stand.
-func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, d *decision) error {
-	for _, part := range d.write.configMaps {
+func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, w writes) error {
+	for _, part := range w.configMaps {
 		observed := obs.shards[part.Name]
 		if part.Name == assignmentName(group) {
 			observed = obs.index
@@ -56,13 +56,13 @@ func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.C
 			return fmt.Errorf("writing ConfigMap %s: %w", part.Name, err)
 		}
 	}
-	for _, cm := range d.write.deleteShards {
+	for _, cm := range w.deleteShards {
 		err := r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting shard %s: %w", cm.Name, err)
 		}
 	}
-	for _, l := range d.write.deleteLeases {
+	for _, l := range w.deleteLeases {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: group.Namespace, Name: l.Name}}
 		// Only the version decided from: a Lease renewed or taken over since stays.
 		err := r.Delete(ctx, lease, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
