@@ -103,7 +103,7 @@ type report struct {
 	recommended *int32
 }
 
-// newGeneration is what the steps that plan a new generation (handOff, layOut) produce. decide takes it
+// newGeneration is what the steps that plan a new generation (planHandoff, layOut) produce. decide takes it
 // whole once every step passed; a step that fails leaves it unused and what is published in force.
 type newGeneration struct {
 	assignment   assignment
@@ -118,30 +118,30 @@ type newGeneration struct {
 // publish. It runs the checks that can stop a new assignment in order; the first that
 // fails keeps the published assignment in place.
 func decide(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decision {
-	p := newDecider(group, obs, env)
-	switch prob := p.runSteps(); {
+	dc := newDecider(group, obs, env)
+	switch prob := dc.runSteps(); {
 	case group.Spec.Paused:
 		// Frozen: nothing new is published, whatever changed. Leases are still read and cleaned up.
-		p.keepPublished(nil)
-		p.d.report.paused = true
+		dc.keepPublished(nil)
+		dc.d.report.paused = true
 	case prob != nil:
-		p.keepPublished(prob)
+		dc.keepPublished(prob)
 	default:
-		p.take(p.next)
+		dc.take(dc.next)
 	}
-	p.chooseLeasesToDelete()
-	p.recommend()
-	p.d.requeueAfter = sooner(p.d.requeueAfter, p.loadRebalanceDue)
-	return p.d
+	dc.chooseLeasesToDelete()
+	dc.recommend()
+	dc.d.requeueAfter = sooner(dc.d.requeueAfter, dc.loadRebalanceDue)
+	return dc.d
 }
 
 // runSteps runs the steps of a pass in order, up to the first that finds a problem, which it returns. A
 // paused group runs none.
-func (p *decider) runSteps() *problem {
-	if p.group.Spec.Paused {
+func (dc *decider) runSteps() *problem {
+	if dc.group.Spec.Paused {
 		return nil
 	}
-	for _, step := range append([]func() *problem{p.checkOwnership}, append(p.planSteps(), p.handOff, p.layOut)...) {
+	for _, step := range append([]func() *problem{dc.checkOwnership}, append(dc.planSteps(), dc.planHandoff, dc.layOut)...) {
 		if prob := step(); prob != nil {
 			return prob
 		}
@@ -152,17 +152,17 @@ func (p *decider) runSteps() *problem {
 // newDecider starts a decision: it reads the Leases and judges whether the published objects can be
 // trusted, which every later step relies on.
 func newDecider(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *decider {
-	p := &decider{group: group, obs: obs, env: env, d: &decision{}}
-	p.indexIncarnations()
-	p.judgeTrust()
-	p.judgeLeases()
-	return p
+	dc := &decider{group: group, obs: obs, env: env, d: &decision{}}
+	dc.indexIncarnations()
+	dc.judgeTrust()
+	dc.judgeLeases()
+	return dc
 }
 
 // planSteps are the steps up to the strategy's target, in order; each can stop the plan with a problem.
 // The handoff and the layout follow them in a pass; a preview stops after them.
-func (p *decider) planSteps() []func() *problem {
-	return []func() *problem{p.checkSelector, p.findMembers, p.listQueues, p.checkStrategy, p.allocate}
+func (dc *decider) planSteps() []func() *problem {
+	return []func() *problem{dc.checkSelector, dc.findMembers, dc.listQueues, dc.checkStrategy, dc.allocate}
 }
 
 // decider carries one decision through its steps.
@@ -194,7 +194,7 @@ type decider struct {
 	// loadRebalanceDue is when to look at the members' loads again, for a group balanced by load or
 	// autoscaled; 0 for others.
 	loadRebalanceDue time.Duration
-	// next is the new generation the plan publishes once every step passed (handOff, layOut).
+	// next is the new generation the plan publishes once every step passed (planHandoff, layOut).
 	next newGeneration
 }
 
@@ -202,8 +202,8 @@ type decider struct {
 // Leases, the pods, and whoever the published objects name. An incarnation named only by what was
 // published, with neither a pod nor a Lease, stands for a lease duration from when this operator first
 // looked at the group: its Lease may have vanished before then (stillPublished).
-func (p *decider) indexIncarnations() {
-	p.leaseOf = map[string]*protocol.LeaseState{}
+func (dc *decider) indexIncarnations() {
+	dc.leaseOf = map[string]*protocol.LeaseState{}
 	byKey := map[string]*incarnation{}
 	add := func(pod string, uid types.UID) *incarnation {
 		k := incarnationKey(pod, uid)
@@ -211,46 +211,46 @@ func (p *decider) indexIncarnations() {
 			return i
 		}
 		i := &incarnation{pod: pod, uid: uid}
-		if live := p.obs.podsByName[pod]; live != nil && live.UID == uid {
+		if live := dc.obs.podsByName[pod]; live != nil && live.UID == uid {
 			i.exists, i.stopped = true, stoppedByKubelet(live)
 		}
 		byKey[k] = i
-		p.incarnations = append(p.incarnations, i)
+		dc.incarnations = append(dc.incarnations, i)
 		return i
 	}
-	ceiling := p.ackCeiling()
+	ceiling := dc.ackCeiling()
 	// Without its Lease, a member's duration is unknown: the longest of the group's others, as members of
 	// one group run with one configuration, else the default.
 	var longest time.Duration
-	for idx := range p.obs.leases {
-		l := &p.obs.leases[idx]
+	for idx := range dc.obs.leases {
+		l := &dc.obs.leases[idx]
 		if l.AckedGeneration > ceiling {
-			p.overclaims = append(p.overclaims, fmt.Sprintf("Lease %s acknowledges generation %d, above any generation published (at most %d): the acknowledgement is ignored", l.Name, l.AckedGeneration, ceiling))
+			dc.overclaims = append(dc.overclaims, fmt.Sprintf("Lease %s acknowledges generation %d, above any generation published (at most %d): the acknowledgement is ignored", l.Name, l.AckedGeneration, ceiling))
 			l.AckedGeneration = 0
 		}
 		if l.Pod != "" {
-			p.leaseOf[l.Pod] = l
+			dc.leaseOf[l.Pod] = l
 		}
 		add(l.Pod, l.PodUID).lease = l
-		p.floor = max(p.floor, l.AckedGeneration)
+		dc.floor = max(dc.floor, l.AckedGeneration)
 		longest = max(longest, l.Duration)
 	}
-	for i := range p.obs.pods {
-		add(p.obs.pods[i].Name, p.obs.pods[i].UID)
+	for i := range dc.obs.pods {
+		add(dc.obs.pods[i].Name, dc.obs.pods[i].UID)
 	}
 	if longest == 0 {
 		longest = protocol.DefaultLeaseDuration
 	}
-	unseenUntil := p.obs.sightedSince.Add(longest + p.env.maxSkew)
-	p.unseenUntil = unseenUntil
+	unseenUntil := dc.obs.sightedSince.Add(longest + dc.env.maxSkew)
+	dc.unseenUntil = unseenUntil
 	unseen := func(pod string, uid types.UID) {
 		if i := add(pod, uid); i.lease == nil && !i.exists {
 			i.unseenUntil = unseenUntil
 		}
 	}
-	for pod, e := range p.obs.published.Entries {
+	for pod, e := range dc.obs.published.Entries {
 		uid := types.UID(e.PodUID)
-		if live := p.obs.podsByName[pod]; uid == "" && live != nil {
+		if live := dc.obs.podsByName[pod]; uid == "" && live != nil {
 			uid = live.UID // a protocol-1 operator's entry: the pod of that name
 		}
 		if uid != "" {
@@ -260,24 +260,24 @@ func (p *decider) indexIncarnations() {
 	// A pod whose queues were revoked is named only by the bookkeeping once it is no longer a member: it
 	// may still read them, its Lease gone before this operator started. Naming one more incarnation than
 	// there is only holds queues back, so the bookkeeping counts here even when it cannot be trusted.
-	if p.obs.bookkeepingErr == nil {
-		for _, r := range append(p.obs.bookkeeping.Revocations, p.obs.bookkeeping.Fenced...) {
+	if dc.obs.bookkeepingErr == nil {
+		for _, r := range append(dc.obs.bookkeeping.Revocations, dc.obs.bookkeeping.Fenced...) {
 			unseen(r.Pod, r.UID)
 		}
 	}
-	slices.SortFunc(p.incarnations, func(a, b *incarnation) int {
+	slices.SortFunc(dc.incarnations, func(a, b *incarnation) int {
 		return strings.Compare(incarnationKey(a.pod, a.uid), incarnationKey(b.pod, b.uid))
 	})
-	p.d.report.memberLeases = map[string]*protocol.LeaseState{}
+	dc.d.report.memberLeases = map[string]*protocol.LeaseState{}
 }
 
 // ackCeiling is the highest generation a member can have acknowledged: the highest the operator is known to
 // have published, plus two recovery steps for generations published in the moments before it lost what it
 // published (a recovery publishes recoveryStep above what it knows, and its status write may not follow).
 // An acknowledgement above it was not made by a member following the protocol.
-func (p *decider) ackCeiling() int64 {
-	known := max(p.obs.published.Generation, p.group.Status.AssignmentGeneration)
-	for _, e := range p.obs.published.Entries {
+func (dc *decider) ackCeiling() int64 {
+	known := max(dc.obs.published.Generation, dc.group.Status.AssignmentGeneration)
+	for _, e := range dc.obs.published.Entries {
 		known = max(known, e.Generation)
 	}
 	return min(known, protocol.MaxGeneration) + 2*recoveryStep
@@ -286,63 +286,63 @@ func (p *decider) ackCeiling() int64 {
 // judgeTrust decides whether what the operator published can be believed: it exists (or nothing was ever
 // published), matches its digests, and its handoff state reads. Otherwise the pass says what was found and
 // works from the members' claims alone.
-func (p *decider) judgeTrust() {
-	pub := p.obs.published
-	p.floor = max(p.floor, pub.Generation, p.group.Status.AssignmentGeneration)
+func (dc *decider) judgeTrust() {
+	pub := dc.obs.published
+	dc.floor = max(dc.floor, pub.Generation, dc.group.Status.AssignmentGeneration)
 	for _, e := range pub.Entries {
 		// An edited generation annotation must not take the next generation below what members read.
-		p.floor = max(p.floor, e.Generation)
+		dc.floor = max(dc.floor, e.Generation)
 	}
-	everPublished := p.floor > 0
-	for _, l := range p.obs.leases {
+	everPublished := dc.floor > 0
+	for _, l := range dc.obs.leases {
 		everPublished = everPublished || len(l.Claim) > 0 || l.ClaimErr != nil
 	}
 	var findings []string
 	switch {
 	case !pub.Exists && everPublished:
-		p.d.report.tampered = &problem{v1alpha1.ReasonAssignmentDeleted, fmt.Sprintf(
+		dc.d.report.tampered = &problem{v1alpha1.ReasonAssignmentDeleted, fmt.Sprintf(
 			"ConfigMap %s was deleted while members acknowledge up to generation %d; it is published again, and queues no member claims are held back until every member acknowledged it",
-			assignmentName(p.group), p.floor)}
+			assignmentName(dc.group), dc.floor)}
 		return
 	case len(pub.Tampered) > 0:
 		findings = pub.Tampered
 	}
-	state, err := p.obs.bookkeeping, p.obs.bookkeepingErr
+	state, err := dc.obs.bookkeeping, dc.obs.bookkeepingErr
 	if err != nil {
 		findings = append(findings, err.Error())
 	}
 	if len(findings) > 0 {
-		p.d.report.tampered = &problem{v1alpha1.ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
+		dc.d.report.tampered = &problem{v1alpha1.ReasonAssignmentEdited, "Someone changed the assignment: " + summarize(findings) +
 			"; it is published again, and queues no member claims are held back until every member acknowledged it"}
 		return
 	}
-	p.trusted, p.state = true, state
+	dc.trusted, dc.state = true, state
 }
 
-func (p *decider) checkSelector() *problem { return p.obs.selectorProblem }
+func (dc *decider) checkSelector() *problem { return dc.obs.selectorProblem }
 
 // foreignRecheck is how often a group stalled by a ConfigMap it does not control looks whether it is gone.
 const foreignRecheck = 10 * time.Second
 
 // checkOwnership stops the pass when a ConfigMap under one of the assignment's names was not created for
 // this group: the operator neither adopts nor overwrites it, and publishes nothing until it is gone.
-func (p *decider) checkOwnership() *problem {
-	if len(p.obs.foreign) == 0 {
+func (dc *decider) checkOwnership() *problem {
+	if len(dc.obs.foreign) == 0 {
 		return nil
 	}
 	// Their removal starts no pass: the cache watches only the operator's own ConfigMaps.
-	p.d.lookAgainAt(p.env.now, p.env.now.Add(foreignRecheck))
+	dc.d.lookAgainAt(dc.env.now, dc.env.now.Add(foreignRecheck))
 	return &problem{v1alpha1.ReasonNotOwned, fmt.Sprintf(
 		"ConfigMaps %s exist and are not controlled by ConsumerGroup %s; the operator neither writes nor deletes what it did not create. Rename the group or move those ConfigMaps away",
-		strings.Join(p.obs.foreign, ", "), p.group.Name)}
+		strings.Join(dc.obs.foreign, ", "), dc.group.Name)}
 }
 
-func (p *decider) findMembers() *problem {
-	members, expiry, prob := membersFor(p.group, p.obs.pods, p.obs.nodeZones, p.obs.nodeLateAt, p.leaseOf, p.env.now)
-	p.d.report.members, p.memberExpiry = members, expiry
+func (dc *decider) findMembers() *problem {
+	members, expiry, prob := membersFor(dc.group, dc.obs.pods, dc.obs.nodeZones, dc.obs.nodeLateAt, dc.leaseOf, dc.env.now)
+	dc.d.report.members, dc.memberExpiry = members, expiry
 	for _, m := range members {
-		if l := p.leaseOf[m.Pod]; l != nil {
-			p.d.report.memberLeases[m.Pod] = l
+		if l := dc.leaseOf[m.Pod]; l != nil {
+			dc.d.report.memberLeases[m.Pod] = l
 		}
 	}
 	return prob
@@ -351,9 +351,9 @@ func (p *decider) findMembers() *problem {
 // listQueues lists every queue the spec names, in RocketMQ's order (topic, then broker, by UTF-16 order,
 // then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
 // from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
-func (p *decider) listQueues() *problem {
+func (dc *decider) listQueues() *problem {
 	n := 0
-	topics := slices.Clone(p.group.Spec.Topics)
+	topics := slices.Clone(dc.group.Spec.Topics)
 	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
 	for i, t := range topics {
 		topics[i].Brokers = slices.Clone(t.Brokers)
@@ -365,113 +365,113 @@ func (p *decider) listQueues() *problem {
 	if n > protocol.MaxQueues {
 		return &problem{v1alpha1.ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
 	}
-	p.queues = make([]allocate.Queue, 0, n)
-	p.zones = map[string]string{}
+	dc.queues = make([]allocate.Queue, 0, n)
+	dc.zones = map[string]string{}
 	for _, t := range topics {
 		for _, b := range t.Brokers {
 			if b.Zone != "" {
-				p.zones[b.Name] = b.Zone
+				dc.zones[b.Name] = b.Zone
 			}
 			for id := range b.Queues {
-				p.queues = append(p.queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
+				dc.queues = append(dc.queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
 			}
 		}
 	}
-	p.d.report.queueCount = len(p.queues)
+	dc.d.report.queueCount = len(dc.queues)
 	return nil
 }
 
-func (p *decider) checkStrategy() *problem {
-	if p.group.Spec.MessageModel == v1alpha1.Broadcasting {
+func (dc *decider) checkStrategy() *problem {
+	if dc.group.Spec.MessageModel == v1alpha1.Broadcasting {
 		return nil
 	}
-	return p.env.strategyProblem
+	return dc.env.strategyProblem
 }
 
 // allocate computes the target: every queue to every member in Broadcasting, the strategy's plan in
 // Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
 // it would be ambiguous.
-func (p *decider) allocate() *problem {
-	members := make([]allocate.Member, len(p.d.report.members))
-	for i, m := range p.d.report.members {
+func (dc *decider) allocate() *problem {
+	members := make([]allocate.Member, len(dc.d.report.members))
+	for i, m := range dc.d.report.members {
 		members[i] = m.Member
 	}
-	p.target = make(allocate.Plan, len(members))
-	if p.group.Spec.MessageModel == v1alpha1.Broadcasting {
+	dc.target = make(allocate.Plan, len(members))
+	if dc.group.Spec.MessageModel == v1alpha1.Broadcasting {
 		for _, m := range members {
-			p.target[m.ID] = p.queues
+			dc.target[m.ID] = dc.queues
 		}
 		return nil
 	}
-	previous := p.previousPlan()
-	interval := p.group.Spec.Strategy.LoadRebalanceInterval()
-	in := allocate.Input{Queues: p.queues, Members: members, BrokerZones: p.zones, Previous: previous}
+	previous := dc.previousPlan()
+	interval := dc.group.Spec.Strategy.LoadRebalanceInterval()
+	in := allocate.Input{Queues: dc.queues, Members: members, BrokerZones: dc.zones, Previous: previous}
 	if interval > 0 {
-		in.QueueLoad = p.reported()
+		in.QueueLoad = dc.reported()
 	}
-	out, err := p.env.strategy.Allocate(in)
+	out, err := dc.env.strategy.Allocate(in)
 	if err != nil {
-		return strategyProblem(&p.group.Spec.Strategy, v1alpha1.ReasonAllocationFailed, err)
+		return strategyProblem(&dc.group.Spec.Strategy, v1alpha1.ReasonAllocationFailed, err)
 	}
-	if err := allocate.CheckPartition(p.queues, members, out); err != nil {
+	if err := allocate.CheckPartition(dc.queues, members, out); err != nil {
 		return &problem{v1alpha1.ReasonAllocationFailed, err.Error()}
 	}
 	if interval > 0 {
 		// Loads reach the Leases with renewals, which start no pass: look at them again every interval.
 		// When only loads changed, rebalance at most once per interval, and look again when it has passed.
-		p.loadRebalanceDue = interval
-		if allocate.Moved(previous, out) > 0 && coversExactly(previous, members, p.queues) {
+		dc.loadRebalanceDue = interval
+		if allocate.Moved(previous, out) > 0 && coversExactly(previous, members, dc.queues) {
 			// The annotation keeps whole seconds: count from the end of its second.
-			if wait := p.obs.published.RebalancedAt.Add(interval + time.Second).Sub(p.env.now); wait > 0 {
-				out, p.loadRebalanceDue = previous, wait
+			if wait := dc.obs.published.RebalancedAt.Add(interval + time.Second).Sub(dc.env.now); wait > 0 {
+				out, dc.loadRebalanceDue = previous, wait
 			}
 		}
 	}
 	for _, m := range members {
-		p.target[m.ID] = out[m.ID]
+		dc.target[m.ID] = out[m.ID]
 	}
 	return nil
 }
 
 // reported is the load the members report per queue, from their Leases, read once per pass. Where two
 // report one queue (a handoff in flight), the higher counts.
-func (p *decider) reported() map[allocate.Queue]float64 {
-	if p.reportedLoad != nil {
-		return p.reportedLoad
+func (dc *decider) reported() map[allocate.Queue]float64 {
+	if dc.reportedLoad != nil {
+		return dc.reportedLoad
 	}
-	p.reportedLoad = map[allocate.Queue]float64{}
-	for _, m := range p.d.report.members {
-		l := p.leaseOf[m.Pod]
+	dc.reportedLoad = map[allocate.Queue]float64{}
+	for _, m := range dc.d.report.members {
+		l := dc.leaseOf[m.Pod]
 		if l == nil || l.PodUID != m.UID {
 			continue
 		}
 		for q, v := range l.Load {
-			p.reportedLoad[q] = max(p.reportedLoad[q], v)
+			dc.reportedLoad[q] = max(dc.reportedLoad[q], v)
 		}
 	}
-	return p.reportedLoad
+	return dc.reportedLoad
 }
 
 // queueLoads is every queue's load as the strategies count it (allocate.QueueLoads); nil when nobody
 // reports load.
-func (p *decider) queueLoads() map[allocate.Queue]float64 {
-	if p.loads == nil && len(p.reported()) > 0 {
-		p.loads = allocate.QueueLoads(allocate.Input{Queues: p.queues, QueueLoad: p.reported()})
+func (dc *decider) queueLoads() map[allocate.Queue]float64 {
+	if dc.loads == nil && len(dc.reported()) > 0 {
+		dc.loads = allocate.QueueLoads(allocate.Input{Queues: dc.queues, QueueLoad: dc.reported()})
 	}
-	return p.loads
+	return dc.loads
 }
 
 // recommend computes the total reported load and, with spec.autoscaling, how many members it needs.
 // Without reports it keeps the last recommendation: nothing says the load changed.
-func (p *decider) recommend() {
-	loads := p.queueLoads()
-	if loads == nil || len(p.queues) == 0 {
-		p.d.report.recommended = p.group.Status.RecommendedMembers
+func (dc *decider) recommend() {
+	loads := dc.queueLoads()
+	if loads == nil || len(dc.queues) == 0 {
+		dc.d.report.recommended = dc.group.Status.RecommendedMembers
 		return
 	}
-	total := allocate.TotalLoad(allocate.Input{Queues: p.queues}, loads)
-	p.d.report.totalLoad = &total
-	as := p.group.Spec.Autoscaling
+	total := allocate.TotalLoad(allocate.Input{Queues: dc.queues}, loads)
+	dc.d.report.totalLoad = &total
+	as := dc.group.Spec.Autoscaling
 	if as == nil {
 		return
 	}
@@ -480,14 +480,14 @@ func (p *decider) recommend() {
 		return // the API refuses it; an older object that slipped through gets no recommendation
 	}
 	var previous int32
-	if r := p.group.Status.RecommendedMembers; r != nil {
+	if r := dc.group.Status.RecommendedMembers; r != nil {
 		previous = *r
 	}
-	n := recommendMembers(total, target, len(p.queues), previous)
-	p.d.report.recommended = &n
+	n := recommendMembers(total, target, len(dc.queues), previous)
+	dc.d.report.recommended = &n
 	// Loads arrive with renewals, which start no pass: look again within the default interval.
-	if p.loadRebalanceDue == 0 || v1alpha1.DefaultLoadRebalanceInterval < p.loadRebalanceDue {
-		p.loadRebalanceDue = v1alpha1.DefaultLoadRebalanceInterval
+	if dc.loadRebalanceDue == 0 || v1alpha1.DefaultLoadRebalanceInterval < dc.loadRebalanceDue {
+		dc.loadRebalanceDue = v1alpha1.DefaultLoadRebalanceInterval
 	}
 }
 
@@ -532,22 +532,22 @@ func strategyProblem(s *v1alpha1.Strategy, reason string, err error) *problem {
 // previousPlan is what strategies that keep queues in place start from: what each member reads now (its
 // published entry, or, when the published objects cannot be trusted, its claim), plus the queues
 // reserved for departed members, so that a member returning within its grace gets them back.
-func (p *decider) previousPlan() allocate.Plan {
+func (dc *decider) previousPlan() allocate.Plan {
 	plan := allocate.Plan{}
-	if p.trusted {
-		for _, e := range p.obs.published.Entries {
+	if dc.trusted {
+		for _, e := range dc.obs.published.Entries {
 			plan[e.Member] = e.Queues
 		}
-		for _, r := range p.state.Reserved {
+		for _, r := range dc.state.Reserved {
 			if _, ok := plan[r.Member]; !ok {
-				qs, _ := p.obs.scope.Expand(r.Queues)
+				qs, _ := dc.obs.scope.Expand(r.Queues)
 				plan[r.Member] = qs.Queues
 			}
 		}
 		return plan
 	}
-	for _, m := range p.d.report.members {
-		if l := p.leaseOf[m.Pod]; l != nil && l.PodUID == m.UID && l.ClaimErr == nil {
+	for _, m := range dc.d.report.members {
+		if l := dc.leaseOf[m.Pod]; l != nil && l.PodUID == m.UID && l.ClaimErr == nil {
 			plan[m.ID] = l.Claim
 		}
 	}
@@ -565,45 +565,45 @@ func durationOr(seconds *int32, def time.Duration) time.Duration {
 	return time.Duration(*seconds) * time.Second
 }
 
-// handOff decides what each member may read now (handoff) and at which generation.
-func (p *decider) handOff() *problem {
-	spec := p.group.Spec.Handoff
+// planHandoff decides what each member may read now (handoff) and at which generation.
+func (dc *decider) planHandoff() *problem {
+	spec := dc.group.Spec.Handoff
 	h := handoff(handoffInput{
-		cooperative:   spec.Mode != v1alpha1.Immediate && p.group.Spec.MessageModel != v1alpha1.Broadcasting,
+		cooperative:   spec.Mode != v1alpha1.Immediate && dc.group.Spec.MessageModel != v1alpha1.Broadcasting,
 		revokeTimeout: durationOr(spec.RevokeTimeoutSeconds, defaultRevokeTimeout),
 		restartGrace:  durationOr(spec.RestartGraceSeconds, 0),
-		maxSkew:       p.env.maxSkew,
-		now:           p.env.now,
-		members:       p.d.report.members,
-		target:        p.target,
-		published:     p.obs.published.Entries,
-		state:         p.state,
-		trusted:       p.trusted,
-		incarnations:  p.incarnations,
-		scope:         p.obs.scope,
-		unseenUntil:   p.unseenUntil,
-		publications:  p.obs.publications,
+		maxSkew:       dc.env.maxSkew,
+		now:           dc.env.now,
+		members:       dc.d.report.members,
+		target:        dc.target,
+		published:     dc.obs.published.Entries,
+		state:         dc.state,
+		trusted:       dc.trusted,
+		incarnations:  dc.incarnations,
+		scope:         dc.obs.scope,
+		unseenUntil:   dc.unseenUntil,
+		publications:  dc.obs.publications,
 	})
-	p.entries = h.entries
-	p.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering}
-	p.reportClaims(h.unreadableClaims)
+	dc.entries = h.entries
+	dc.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering}
+	dc.reportClaims(h.unreadableClaims)
 
-	if p.floor > protocol.MaxGeneration-recoveryStep {
+	if dc.floor > protocol.MaxGeneration-recoveryStep {
 		return &problem{v1alpha1.ReasonGenerationExhausted, fmt.Sprintf(
 			"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
-			p.floor, protocol.MaxGeneration)}
+			dc.floor, protocol.MaxGeneration)}
 	}
-	next := &p.next.assignment
-	pub := p.obs.published
+	next := &dc.next.assignment
+	pub := dc.obs.published
 	next.generation, next.rebalancedAt = pub.Generation, pub.RebalancedAt
 	// Entries that list queues the spec no longer has (a topic dropped, a broker turned read-only) are
 	// published again without them, even where the plan gives each member the same queues of the spec.
-	if !p.trusted || !pub.Exists || pub.Outside > 0 || !p.sameAsPublished() {
-		next.generation, next.rebalancedAt = p.floor+1, p.env.now.UTC().Truncate(time.Second)
-		if p.d.report.tampered.lostPublished() {
-			next.generation = p.floor + recoveryStep
+	if !dc.trusted || !pub.Exists || pub.Outside > 0 || !dc.sameAsPublished() {
+		next.generation, next.rebalancedAt = dc.floor+1, dc.env.now.UTC().Truncate(time.Second)
+		if dc.d.report.tampered.lostPublished() {
+			next.generation = dc.floor + recoveryStep
 		}
-		p.next.rebalance = p.countMoves(h.revokedFromMembers)
+		dc.next.rebalance = dc.countMoves(h.revokedFromMembers)
 	}
 	next.bookkeeping = h.state
 	for i := range next.bookkeeping.Revocations {
@@ -613,9 +613,9 @@ func (p *decider) handOff() *problem {
 	}
 	sortState(&next.bookkeeping)
 
-	p.d.requeueAfter = h.requeueAfter
-	if !p.memberExpiry.IsZero() {
-		p.d.lookAgainAt(p.env.now, p.memberExpiry)
+	dc.d.requeueAfter = h.requeueAfter
+	if !dc.memberExpiry.IsZero() {
+		dc.d.lookAgainAt(dc.env.now, dc.memberExpiry)
 	}
 	return nil
 }
@@ -623,8 +623,8 @@ func (p *decider) handOff() *problem {
 // reportClaims reports the Leases whose claims cannot be read, which the handoff found; they, or else
 // what the Leases hold that no member following the protocol writes, are what Tampered says when nothing
 // the operator published was deleted or edited.
-func (p *decider) reportClaims(unreadable []string) {
-	r := &p.d.report
+func (dc *decider) reportClaims(unreadable []string) {
+	r := &dc.d.report
 	if len(unreadable) > 0 {
 		r.unreadableClaims = &problem{v1alpha1.ReasonClaimUnreadable, fmt.Sprintf(
 			"The claims in Leases %s cannot be read; until their members write them again, queues no other member claims are held back",
@@ -643,19 +643,19 @@ func (p *decider) reportClaims(unreadable []string) {
 // Cooperative mode a move spans two generations: it is counted when the queue is revoked from its reader
 // (revoked, from pods that stay members), since the grant that follows gives it to a member that had
 // none of it.
-func (p *decider) countMoves(revoked []allocate.Queue) rebalance {
+func (dc *decider) countMoves(revoked []allocate.Queue) rebalance {
 	before := allocate.Plan{}
-	if p.trusted {
-		for _, e := range p.obs.published.Entries {
+	if dc.trusted {
+		for _, e := range dc.obs.published.Entries {
 			before[e.Member] = e.Queues
 		}
 	}
-	after := make(allocate.Plan, len(p.d.report.members))
-	for _, m := range p.d.report.members {
-		after[m.ID] = p.entries[m.Pod]
+	after := make(allocate.Plan, len(dc.d.report.members))
+	for _, m := range dc.d.report.members {
+		after[m.ID] = dc.entries[m.Pod]
 	}
 	r := rebalance{published: true, moved: allocate.Moved(before, after) + len(revoked)}
-	if loads := p.queueLoads(); loads != nil {
+	if loads := dc.queueLoads(); loads != nil {
 		r.movedLoad = allocate.MovedLoad(before, after, loads)
 		for _, q := range revoked {
 			r.movedLoad += loads[q]
@@ -665,14 +665,14 @@ func (p *decider) countMoves(revoked []allocate.Queue) rebalance {
 }
 
 // sameAsPublished reports whether the entries give every member pod what the published assignment does.
-func (p *decider) sameAsPublished() bool {
-	pub := p.obs.published.Entries
-	if len(pub) != len(p.d.report.members) {
+func (dc *decider) sameAsPublished() bool {
+	pub := dc.obs.published.Entries
+	if len(pub) != len(dc.d.report.members) {
 		return false
 	}
-	for _, m := range p.d.report.members {
+	for _, m := range dc.d.report.members {
 		e, ok := pub[m.Pod]
-		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !slices.Equal(e.Queues, p.entries[m.Pod]) {
+		if !ok || e.Member != m.ID || types.UID(e.PodUID) != m.UID || !slices.Equal(e.Queues, dc.entries[m.Pod]) {
 			return false
 		}
 	}
@@ -681,20 +681,20 @@ func (p *decider) sameAsPublished() bool {
 
 // layOut encodes each entry once and spreads them over the ConfigMaps (protocol.Layout); the writes are the
 // ConfigMaps that do not already hold what they must.
-func (p *decider) layOut() *problem {
-	next := &p.next.assignment
-	data := make(map[string]string, len(p.d.report.members))
-	next.entries = make(map[string]protocol.PublishedEntry, len(p.d.report.members))
-	for _, m := range p.d.report.members {
-		e := protocol.NewEntry(m.ID, string(m.UID), next.generation, p.entries[m.Pod])
+func (dc *decider) layOut() *problem {
+	next := &dc.next.assignment
+	data := make(map[string]string, len(dc.d.report.members))
+	next.entries = make(map[string]protocol.PublishedEntry, len(dc.d.report.members))
+	for _, m := range dc.d.report.members {
+		e := protocol.NewEntry(m.ID, string(m.UID), next.generation, dc.entries[m.Pod])
 		data[m.Pod] = string(e.Encode())
-		next.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: p.entries[m.Pod]}
+		next.entries[m.Pod] = protocol.PublishedEntry{Entry: e, Queues: dc.entries[m.Pod]}
 	}
 	index := map[string]string{protocol.RebalancedAtAnnotation: next.rebalancedAt.UTC().Format(time.RFC3339)}
 	if raw := next.bookkeeping.encode(); raw != "" {
 		index[protocol.HandoffAnnotation] = raw
 	}
-	parts, err := protocol.Layout(p.group.Name, next.generation, data, index)
+	parts, err := protocol.Layout(dc.group.Name, next.generation, data, index)
 	if err != nil {
 		return &problem{v1alpha1.ReasonAssignmentTooLarge, err.Error() + "; reduce the queues or members of the group"}
 	}
@@ -702,23 +702,23 @@ func (p *decider) layOut() *problem {
 	wanted := map[string]bool{}
 	for _, part := range parts {
 		wanted[part.Name] = true
-		observed := p.obs.shards[part.Name]
-		if part.Name == assignmentName(p.group) {
-			observed = p.obs.index
+		observed := dc.obs.shards[part.Name]
+		if part.Name == assignmentName(dc.group) {
+			observed = dc.obs.index
 		}
 		switch {
 		case observed == nil:
-			p.next.configMaps = append(p.next.configMaps, part)
+			dc.next.configMaps = append(dc.next.configMaps, part)
 		case !holds(observed, part):
-			p.next.configMaps = append(p.next.configMaps, part)
-		case !ownedBy(observed, p.group):
-			p.next.configMaps = append(p.next.configMaps, part)
-			p.next.restored = append(p.next.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
+			dc.next.configMaps = append(dc.next.configMaps, part)
+		case !ownedBy(observed, dc.group):
+			dc.next.configMaps = append(dc.next.configMaps, part)
+			dc.next.restored = append(dc.next.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(p.obs.shards)) {
+	for _, name := range slices.Sorted(maps.Keys(dc.obs.shards)) {
 		if !wanted[name] {
-			p.next.deleteShards = append(p.next.deleteShards, p.obs.shards[name])
+			dc.next.deleteShards = append(dc.next.deleteShards, dc.obs.shards[name])
 		}
 	}
 	return nil
@@ -753,22 +753,22 @@ func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 // keepPublished is the decision when a step found a problem, or the group is paused (prob is nil): what
 // is published stays as it is, handoff bookkeeping included, until the input is fixed. The publication
 // the steps may have begun is left unused.
-func (p *decider) keepPublished(prob *problem) {
-	pub := p.obs.published
-	p.d.report.problem = prob
-	p.d.report.assignment = assignment{
-		generation:   max(pub.Generation, p.group.Status.AssignmentGeneration),
+func (dc *decider) keepPublished(prob *problem) {
+	pub := dc.obs.published
+	dc.d.report.problem = prob
+	dc.d.report.assignment = assignment{
+		generation:   max(pub.Generation, dc.group.Status.AssignmentGeneration),
 		rebalancedAt: pub.RebalancedAt,
 		entries:      pub.Entries,
-		bookkeeping:  p.state,
+		bookkeeping:  dc.state,
 		exists:       pub.Exists,
 	}
 }
 
 // take is the decision when every step passed: the new publication is written, and in force afterwards.
-func (p *decider) take(next newGeneration) {
-	p.d.write.configMaps, p.d.write.deleteShards = next.configMaps, next.deleteShards
-	r := &p.d.report
+func (dc *decider) take(next newGeneration) {
+	dc.d.write.configMaps, dc.d.write.deleteShards = next.configMaps, next.deleteShards
+	r := &dc.d.report
 	r.assignment, r.rebalance, r.handoff, r.restored = next.assignment, next.rebalance, next.handoff, next.restored
 }
 
@@ -777,26 +777,26 @@ func (p *decider) take(next newGeneration) {
 // pods (protocol.MemberLease), and the garbage collector takes them only with the group. A vanished Lease
 // has nothing left to delete; the pass looks again when its claim, or an unseen incarnation's entry,
 // stops standing.
-func (p *decider) chooseLeasesToDelete() {
-	for _, i := range p.incarnations {
+func (dc *decider) chooseLeasesToDelete() {
+	for _, i := range dc.incarnations {
 		var until time.Time
 		switch {
 		case i.lease == nil:
-			if i.exists || !p.env.now.Before(i.unseenUntil) {
+			if i.exists || !dc.env.now.Before(i.unseenUntil) {
 				continue
 			}
 			until = i.unseenUntil
-		case p.obs.vanished[i.lease.UID]:
-			until = i.lease.Expiry(p.env.maxSkew)
-		case i.stopped || !i.exists && !i.lease.Stands(p.env.now, p.env.maxSkew):
-			p.d.write.deleteLeases = append(p.d.write.deleteLeases, *i.lease)
+		case dc.obs.vanished[i.lease.UID]:
+			until = i.lease.Expiry(dc.env.maxSkew)
+		case i.stopped || !i.exists && !i.lease.Stands(dc.env.now, dc.env.maxSkew):
+			dc.d.write.deleteLeases = append(dc.d.write.deleteLeases, *i.lease)
 			continue
 		case !i.exists:
-			until = i.lease.Expiry(p.env.maxSkew)
+			until = i.lease.Expiry(dc.env.maxSkew)
 		default:
 			continue
 		}
-		p.d.lookAgainAt(p.env.now, until)
+		dc.d.lookAgainAt(dc.env.now, until)
 	}
 }
 
@@ -809,24 +809,24 @@ func (d *decision) lookAgainAt(now, t time.Time) {
 // of a generation never published (ignored, indexIncarnations), a renewTime that went backwards (timed on
 // the operator's clock all the same, leaseSightings), a load report that cannot be read (counted as none).
 // It keeps nothing from being published.
-func (p *decider) judgeLeases() {
-	findings := slices.Clone(p.overclaims)
-	for _, name := range p.obs.backwards {
+func (dc *decider) judgeLeases() {
+	findings := slices.Clone(dc.overclaims)
+	for _, name := range dc.obs.backwards {
 		findings = append(findings, fmt.Sprintf("Lease %s: spec.renewTime went backwards; its renewals are timed by the operator's clock", name))
 	}
-	for _, l := range p.obs.leases {
-		if p.obs.vanished[l.UID] {
+	for _, l := range dc.obs.leases {
+		if dc.obs.vanished[l.UID] {
 			continue
 		}
 		if l.LoadErr != nil {
 			findings = append(findings, fmt.Sprintf("Lease %s: the load report cannot be read (%v); it counts as none", l.Name, l.LoadErr))
 		}
-		if p.claimsOutsideSpec(l) {
+		if dc.claimsOutsideSpec(l) {
 			findings = append(findings, fmt.Sprintf("Lease %s: its claim or load report lists %d queues outside the spec after acknowledging generation %d, which lists none; they are ignored", l.Name, l.Outside, l.AckedGeneration))
 		}
 	}
 	if len(findings) > 0 {
-		p.d.report.suspectLeases = &problem{v1alpha1.ReasonLeaseTampered, summarize(findings)}
+		dc.d.report.suspectLeases = &problem{v1alpha1.ReasonLeaseTampered, summarize(findings)}
 	}
 }
 
@@ -835,8 +835,8 @@ func (p *decider) judgeLeases() {
 // named; after it, a member following the protocol claims only queues of its entry, and reports load
 // only for queues it claims. What lies outside the spec is never listed (protocol.Scope), so it can
 // neither cost memory nor block a queue of the spec.
-func (p *decider) claimsOutsideSpec(l protocol.LeaseState) bool {
-	pub := p.obs.published
+func (dc *decider) claimsOutsideSpec(l protocol.LeaseState) bool {
+	pub := dc.obs.published
 	return l.Outside > 0 && pub.Exists && pub.Outside == 0 && l.AckedGeneration >= pub.Generation
 }
 

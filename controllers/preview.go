@@ -64,7 +64,7 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 		return nil, err
 	}
 	strategy, prob := newStrategy(group)
-	p := newDecider(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob})
+	dc := newDecider(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob})
 	pv := &Preview{Current: map[string][]allocate.Queue{}, Generation: obs.published.Generation, Leases: map[string]protocol.LeaseState{}}
 	for pod, e := range obs.published.Entries {
 		pv.Current[pod] = e.Queues
@@ -73,25 +73,25 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	for _, l := range obs.leasesAsWritten {
 		pv.Leases[l.Pod] = l
 	}
-	for _, r := range p.state.Revocations {
+	for _, r := range dc.state.Revocations {
 		qs, _ := obs.scope.Expand(r.Queues)
 		pv.Revocations = append(pv.Revocations, PreviewRevocation{Pod: r.Pod, Generation: r.Generation, Queues: qs.Queues, All: r.All})
 	}
-	for _, f := range p.state.Fenced {
+	for _, f := range dc.state.Fenced {
 		pv.Fenced = append(pv.Fenced, f.Pod)
 	}
-	for _, step := range p.planSteps() {
+	for _, step := range dc.planSteps() {
 		if prob := step(); prob != nil {
 			// The problem is the preview's answer, as it is the Ready condition's, not a failure to compute it.
 			pv.Reason, pv.Message = prob.Reason, prob.Message
 			return pv, nil //nolint:nilerr
 		}
 	}
-	pv.Queues, pv.BrokerZones = p.queues, p.zones
+	pv.Queues, pv.BrokerZones = dc.queues, dc.zones
 	pv.Target = map[string][]allocate.Queue{}
-	for _, m := range p.d.report.members {
+	for _, m := range dc.d.report.members {
 		pv.Members = append(pv.Members, PreviewMember{Member: m.Member, Pod: m.Pod})
-		pv.Target[m.Pod] = p.target[m.ID]
+		pv.Target[m.Pod] = dc.target[m.ID]
 	}
 	return pv, nil
 }
