@@ -1,11 +1,13 @@
 // Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go, with the
 // members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go, and the
-// kubelets' node Leases in nodeleases.go), decides without I/O what to publish (decide.go, with membership
-// in membership.go and the handoff in handoff.go: five steps over the bookkeeping of handoff_state.go and
-// the incarnations of incarnation.go), and writes the status, the assignment and the Lease clean-up
-// (publish.go); conditions.go computes the status from the condition types of api/v1alpha1; strategy.go
-// and strategy_params.go build the group's strategy; routes.go reads the name servers; preview.go is the
-// public preview kubectl cg shows; setup.go registers the watches.
+// kubelets' node Leases in nodeleases.go), decides without I/O what to write and what to report
+// (decide.go, with membership in membership.go and the handoff in handoff.go: five steps over the
+// bookkeeping of handoff_state.go and the incarnations of incarnation.go), writes the assignment and the
+// Lease clean-up (publish.go), and writes the status its report gives (conditions.go, one function per
+// condition, with the condition types of api/v1alpha1) and its events and metrics (publish.go,
+// metrics.go); strategy.go and strategy_params.go build the group's strategy; routes.go reads the name
+// servers; preview.go is the public preview kubectl cg shows; setup.go registers the watches and cache.go
+// says what the manager's cache keeps.
 package controllers
 
 import (
