@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -99,10 +100,10 @@ func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace st
 		ByObject:          map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Transform: stripNodeLease}},
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the cache of the node Leases in %s: %w", namespace, err)
 	}
 	if err := mgr.Add(c); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("adding the cache of the node Leases to the manager: %w", err)
 	}
 	seen := func(ctx context.Context, lease *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if r.nodeLeases.saw(lease, r.Clock.Now()) {
