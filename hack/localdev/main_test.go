@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,6 +93,12 @@ func TestDemo(t *testing.T) {
 	kubectl("rollout", "restart", "deployment/order-consumer")
 	kubectl("rollout", "status", "deployment/order-consumer", "--timeout=3m")
 	expectMembers(t, done, c, 5, "")
+	// A rollout moves every queue anyway: once it settles, no more queues are read outside their broker's
+	// zone than a balanced plan of the new pods must.
+	waitFor(t, done, "cross-zone reads at the fewest balance allows", func() error {
+		return crossZoneAtMinimum(kubeconfig, assets, plugin)
+	})
+	kubectl("cg", "describe", "orders")
 	var pods corev1.PodList
 	testenv.Must(t, c.List(context.Background(), &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "order-consumer"}))
 	node := pods.Items[0].Spec.NodeName
@@ -147,6 +154,31 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("the demo left its kubeconfig behind (stat: %v); it names a server that is gone", err)
 	}
+}
+
+// crossZoneAtMinimum asks kubectl cg describe how many of the group's queues are read outside their
+// broker's zone, and says whether that is the fewest a balanced plan of the current members allows.
+func crossZoneAtMinimum(kubeconfig, assets, plugin string) error {
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), "cg", "describe", "orders", "-o", "json")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("kubectl cg describe orders -o json: %w", err)
+	}
+	var d struct {
+		CrossZone    *int `json:"crossZone"`
+		MinCrossZone *int `json:"minCrossZone"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		return fmt.Errorf("kubectl cg describe orders -o json: %w", err)
+	}
+	switch {
+	case d.CrossZone == nil || d.MinCrossZone == nil:
+		return fmt.Errorf("kubectl cg describe counts no cross-zone reads, although the sample's brokers have zones:\n%s", out)
+	case *d.CrossZone != *d.MinCrossZone:
+		return fmt.Errorf("%d queues are read outside their broker's zone; balance allows %d", *d.CrossZone, *d.MinCrossZone)
+	}
+	return nil
 }
 
 // expectMembers waits until exactly n order-consumer pods run, none of them on avoid (a drained node), the
