@@ -34,7 +34,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -116,21 +115,15 @@ type Client struct {
 	// ackMu serialises acknowledgements.
 	ackMu sync.Mutex
 
+	// mu guards state and the fields below it.
 	mu sync.Mutex
-	// inForce is the assignment delivered last, since inForceSince; reason says why it is empty, when it is.
-	inForce      Assignment
+	// state is what the member has decided (decide): its phase, the assignment in force, and the one
+	// pending its claim. It changes in applyLocked only.
+	state memberState
+	// inForceSince is when state.inForce was delivered.
 	inForceSince time.Time
-	reason       string
-	// pending is the newest assignment, held back until the Lease claims its queues: the application may
-	// read a queue only once the Lease says it may (claimed, the claim last written). Otherwise a claim
-	// the operator or a new pod of the same name reads as released could hide a queue being read.
-	pending Assignment
+	// claimed is the claim the Lease holds, as last written.
 	claimed []Queue
-	// group and highest are the group incarnation whose generations this client follows and the highest
-	// generation it delivered: it never goes back to a lower one, nor delivers other queues under the
-	// same one, so an old copy of the ConfigMap someone restores is not acted on.
-	group   types.UID
-	highest Assignment
 	// acked is the last generation the application acknowledged and ackedQueues its queues; written is
 	// the acknowledged generation the Lease holds.
 	acked       int64
@@ -143,9 +136,6 @@ type Client struct {
 	changed chan struct{}
 	// load is the application's latest load report (ReportLoad).
 	load map[Queue]float64
-	// stopped is set once Drain has stopped the member: nothing is in force, claimed or acknowledged
-	// from then on, for as long as this Client lives.
-	stopped bool
 }
 
 // New returns a Client for the member cfg describes. It checks cfg and talks to nothing until Run.
@@ -160,7 +150,7 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 		autoAck:   make(chan struct{}, 1),
 		changed:   make(chan struct{}),
 		delivered: map[int64][]Queue{},
-		reason:    "the assignment has not been read yet",
+		state:     memberState{phase: phaseStarting, reason: "the assignment has not been read yet"},
 	}
 	// Nothing is in force from the start, but an earlier process of this pod may have handed the
 	// application queues (a sidecar restarts on its own): it is told generation 0 from now on.
@@ -218,12 +208,12 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) record() leaseRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
+	if c.state.phase == phaseStopped {
 		// Drain has handed the application generation 0 and waited for it to stop: the claim is empty,
 		// which tells the operator and a new pod of the same name that this pod reads nothing.
-		return leaseRecord{acked: c.acked, groupUID: c.group}
+		return leaseRecord{acked: c.acked, groupUID: c.state.group}
 	}
-	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues), c.pending.Queues)
+	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.state.inForce.Queues), c.state.pending.Queues)
 	var load map[Queue]float64
 	if len(c.load) > 0 {
 		// Only what the member may be reading: the report stays as small as the claim.
@@ -234,7 +224,7 @@ func (c *Client) record() leaseRecord {
 			}
 		}
 	}
-	return leaseRecord{acked: c.acked, claim: claim, groupUID: c.group, load: load}
+	return leaseRecord{acked: c.acked, claim: claim, groupUID: c.state.group, load: load}
 }
 
 // ReportLoad records the load of the queues the application reads, in the group's unit (for example an
@@ -255,17 +245,22 @@ func (c *Client) ReportLoad(loads map[Queue]float64) error {
 // recorded takes what the Lease says after a write: the claim it holds may let a pending assignment be
 // delivered.
 func (c *Client) recorded(st leaseRecord) {
+	if c.takeRecord(st) {
+		c.evaluate()
+	}
+}
+
+// takeRecord notes what the Lease says after a write, and reports whether its claim now covers the
+// assignment pending it.
+func (c *Client) takeRecord(st leaseRecord) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.claimed = st.claim
 	if st.acked != c.written {
 		c.written = st.acked
 		c.notifyLocked()
 	}
-	release := c.pending.Generation > 0 && protocol.SubtractQueues(c.pending.Queues, c.claimed) == nil
-	c.mu.Unlock()
-	if release {
-		c.evaluate()
-	}
+	return c.state.phase == phaseClaiming && protocol.SubtractQueues(c.state.pending.Queues, c.claimed) == nil
 }
 
 // adopt takes over what an earlier process of this pod left in the Lease: the application (in another
@@ -276,7 +271,7 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 	if c.acked == 0 {
 		c.acked, c.written = acked, acked
 	}
-	if c.stopped {
+	if c.state.phase == phaseStopped {
 		return // the application was told to read nothing, and Drain waited for it
 	}
 	c.ackedQueues = protocol.UnionQueues(c.ackedQueues, claim)
@@ -286,65 +281,47 @@ func (c *Client) adopt(acked int64, claim []Queue) {
 // changed.
 func (c *Client) leaseChanged() { c.evaluate() }
 
-// evaluate recomputes the assignment in force and delivers it if it changed.
+// evaluate decides, from what the member observes now, what is in force, and delivers it if it changed.
 func (c *Client) evaluate() {
+	o := c.observe()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.claimed = c.claimed
+	c.applyLocked(decide(c.state, observed, o))
+}
+
+// observe reads the view, the Lease and the contact fence, each under its own lock, before c.mu is taken:
+// none of theirs is ever held with c.mu.
+func (c *Client) observe() observation {
 	synced, view := c.view.current()
 	now := c.cfg.Clock.Now()
 	lease := c.lease.status(now)
-	fresh, leaseReason := lease.fresh, lease.reason
+	fresh, notFresh := lease.fresh, lease.reason
 	if c.contact != nil && fresh {
-		fresh, leaseReason = c.contact.status(now)
+		fresh, notFresh = c.contact.status(now)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return // nothing is delivered after a drain
+	return observation{
+		synced: synced, view: view, fresh: fresh, notFresh: notFresh,
+		configMap: protocol.AssignmentName(c.cfg.Group), memberID: c.cfg.MemberID,
 	}
-	if view.GroupUID != "" && view.GroupUID != c.group {
-		// A group created anew (or first seen): its generations start over, and no acknowledgement of the
-		// old one counts for it. The queues read so far stay claimed.
-		if c.group != "" {
-			c.acked, c.highest, c.delivered = 0, Assignment{}, map[int64][]Queue{}
-			c.lease.requestWrite()
-		}
-		c.group = view.GroupUID
+}
+
+// applyLocked carries out t: the acknowledgements and the Lease follow the member's new state, and a new
+// assignment in force is handed to the application.
+func (c *Client) applyLocked(t transition) {
+	if t.newGroup {
+		// No acknowledgement of the old incarnation counts for the new one.
+		c.acked, c.delivered = 0, map[int64][]Queue{}
 	}
-	var a Assignment
-	switch {
-	case !synced:
-		c.reason = fmt.Sprintf("ConfigMap %s has not been read yet", protocol.AssignmentName(c.cfg.Group))
-	case !view.Exists:
-		c.reason = fmt.Sprintf("ConfigMap %s does not exist: the group has published no assignment", protocol.AssignmentName(c.cfg.Group))
-	case view.Err != nil:
-		c.reason = view.Err.Error()
-	case !fresh:
-		c.reason = leaseReason
-	default:
-		a = Assignment{Generation: view.Generation, Member: view.Member, Queues: view.Queues}
-		if a.Member == "" {
-			a.Member = c.cfg.MemberID
-		}
-		if a.Generation < c.highest.Generation || a.Generation == c.highest.Generation && !a.equal(c.highest) {
-			// An older copy of the assignment, or one edited under the same generation: keep what is in force.
-			return
-		}
-		c.reason = ""
+	c.state = t.next
+	if t.newGroup || t.claim {
+		c.lease.requestWrite()
 	}
-	if a.equal(c.inForce) {
-		c.pending = Assignment{}
+	if !t.deliver {
 		return
 	}
-	if protocol.SubtractQueues(a.Queues, c.claimed) != nil {
-		// Claim first, deliver once the Lease says so (recorded); the write is a renewal.
-		if !a.equal(c.pending) {
-			c.pending = a
-			c.lease.requestWrite()
-		}
-		return
-	}
-	c.pending = Assignment{}
+	a := c.state.inForce
 	if a.Generation > 0 {
-		c.highest = a
 		c.delivered[a.Generation] = a.Queues
 	}
 	c.deliverLocked(a)
@@ -356,9 +333,9 @@ func (c *Client) evaluate() {
 	}
 }
 
-// deliverLocked puts a in force and hands it to the application.
+// deliverLocked hands a, now in force, to the application.
 func (c *Client) deliverLocked(a Assignment) {
-	c.inForce, c.inForceSince = a, c.cfg.Clock.Now()
+	c.inForceSince = c.cfg.Clock.Now()
 	c.notifyLocked()
 	// One producer, under c.mu: after emptying the buffer the send cannot block.
 	select {
@@ -375,9 +352,23 @@ func (c *Client) notifyLocked() {
 
 // Current is the assignment in force now. Its Queues are shared: do not modify them.
 func (c *Client) Current() Assignment {
+	return c.snapshot().inForce
+}
+
+// snapshot is the member's state at one moment, with the channel closed at its next change: what Next and
+// Drain wait on.
+type snapshot struct {
+	phase        phase
+	inForce      Assignment
+	inForceSince time.Time
+	written      int64
+	changed      <-chan struct{}
+}
+
+func (c *Client) snapshot() snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.inForce
+	return snapshot{phase: c.state.phase, inForce: c.state.inForce, inForceSince: c.inForceSince, written: c.written, changed: c.changed}
 }
 
 // Updates delivers each new assignment in force. It holds only the newest one: a reader that falls
@@ -389,14 +380,13 @@ func (c *Client) Updates() <-chan Assignment { return c.updates }
 // member loses its assignment or its Lease, and a lower one when the group was deleted and created again.
 func (c *Client) Next(ctx context.Context, after int64) (Assignment, error) {
 	for {
-		c.mu.Lock()
-		a, changed := c.inForce, c.changed
-		c.mu.Unlock()
+		now := c.snapshot()
+		a := now.inForce
 		if a.Generation != after {
 			return a, nil
 		}
 		select {
-		case <-changed:
+		case <-now.changed:
 		case <-ctx.Done():
 			return a, fmt.Errorf("waiting for an assignment after generation %d: %w", after, ctx.Err())
 		}
@@ -437,10 +427,10 @@ func (c *Client) recordAck(generation int64) (bool, error) {
 	// replace the claim the earlier process left, which may list more.
 	narrows := delivered && generation == c.acked && !slices.Equal(queues, c.ackedQueues)
 	switch {
-	case c.stopped && generation > c.written:
+	case c.state.phase == phaseStopped && generation > c.written:
 		return false, fmt.Errorf("%w: generation %d is not acknowledged; %s", ErrDrained, generation, drainedReason)
-	case generation > c.highest.Generation:
-		return false, fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, c.highest.Generation)
+	case generation > c.state.highest.Generation:
+		return false, fmt.Errorf("%w: generation %d, but the newest generation delivered to this pod is %d", ErrUnknownGeneration, generation, c.state.highest.Generation)
 	case generation <= c.written && !narrows:
 		return false, nil
 	}
@@ -448,7 +438,7 @@ func (c *Client) recordAck(generation int64) (bool, error) {
 		if !delivered {
 			// An acknowledgement of a generation never delivered (the application skipped to it): claim
 			// what was claimed, which covers it.
-			queues = protocol.UnionQueues(c.ackedQueues, c.inForce.Queues)
+			queues = protocol.UnionQueues(c.ackedQueues, c.state.inForce.Queues)
 		}
 		c.acked, c.ackedQueues = generation, queues
 		for g := range c.delivered {
@@ -516,11 +506,8 @@ func (c *Client) Drain(ctx context.Context) error {
 	releasedGen, releasedAt := int64(-1), time.Time{}
 	for {
 		synced, view := c.view.current()
-		c.mu.Lock()
-		written, changed, stopped := c.written, c.changed, c.stopped
-		handed, handedAt := c.inForce.Generation, c.inForceSince
-		c.mu.Unlock()
-		if stopped {
+		now := c.snapshot()
+		if now.phase == phaseStopped {
 			return c.releaseClaim(ctx)
 		}
 
@@ -534,21 +521,21 @@ func (c *Client) Drain(ctx context.Context) error {
 			waitingFor = fmt.Sprintf("the pod's entry cannot be read: %v", view.Err)
 		case len(view.Queues) > 0:
 			waitingFor = fmt.Sprintf("generation %d still gives this pod %d queues", view.Generation, len(view.Queues))
-		case view.Exists && view.Generation > 0 && written == view.Generation:
+		case view.Exists && view.Generation > 0 && now.written == view.Generation:
 			// The application applied the release: it reads nothing.
 			c.stop()
 			continue
 		default:
 			var gen int64
 			gen, waitingFor = c.releasePending(view)
-			now := c.cfg.Clock.Now()
+			at := c.cfg.Clock.Now()
 			if releasedGen != gen {
-				releasedGen, releasedAt = gen, now
-				if handed == gen && handedAt.Before(now) {
-					releasedAt = handedAt // the application's time to stop began when it was handed the release
+				releasedGen, releasedAt = gen, at
+				if now.inForce.Generation == gen && now.inForceSince.Before(at) {
+					releasedAt = now.inForceSince // the application's time to stop began when it was handed the release
 				}
 			}
-			remaining := c.cfg.DrainAckTimeout - now.Sub(releasedAt)
+			remaining := c.cfg.DrainAckTimeout - at.Sub(releasedAt)
 			if c.cfg.AutoAck || remaining <= 0 {
 				// The application had its time: stop it, and acknowledge the release for it.
 				c.stop()
@@ -558,7 +545,7 @@ func (c *Client) Drain(ctx context.Context) error {
 			wait = timer.C()
 		}
 		select {
-		case <-changed:
+		case <-now.changed:
 		case <-wait:
 		case <-ctx.Done():
 			return fmt.Errorf("draining pod %s from group %s: %s: %w", c.cfg.Pod, c.cfg.Group, waitingFor, ctx.Err())
@@ -591,19 +578,17 @@ func (c *Client) stop() {
 	_, view := c.view.current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
+	if c.state.phase == phaseStopped {
 		return
 	}
-	c.stopped = true
-	if view.Exists && view.Err == nil && len(view.Queues) == 0 && view.GroupUID == c.group && view.Generation > c.acked {
+	if view.Exists && view.Err == nil && len(view.Queues) == 0 && view.GroupUID == c.state.group && view.Generation > c.acked {
 		c.acked = view.Generation
 	}
-	c.ackedQueues, c.pending, c.delivered = nil, Assignment{}, map[int64][]Queue{}
-	c.reason = drainedReason
-	if c.inForce.equal(Assignment{}) {
-		c.notifyLocked()
-	} else {
-		c.deliverLocked(Assignment{})
+	c.ackedQueues, c.delivered = nil, map[int64][]Queue{}
+	t := decide(c.state, drained, observation{})
+	c.applyLocked(t)
+	if !t.deliver {
+		c.notifyLocked() // Drain and Next see the member stopped, though nothing was in force
 	}
 }
 
@@ -630,7 +615,7 @@ func (c *Client) releaseClaim(ctx context.Context) error {
 func (c *Client) leaseSaysStopped() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stopped && len(c.claimed) == 0 && c.written == c.acked
+	return c.state.phase == phaseStopped && len(c.claimed) == 0 && c.written == c.acked
 }
 
 // Status is a snapshot of the client's state, for health checks and diagnostics.
@@ -674,12 +659,12 @@ func (c *Client) Status() Status {
 		Synced:              synced,
 		PublishedGeneration: view.Generation,
 		AckedGeneration:     c.written,
-		InForce:             c.inForce,
-		Claimed:             len(protocol.UnionQueues(c.ackedQueues, c.inForce.Queues)),
-		Reason:              c.reason,
+		InForce:             c.state.inForce,
+		Claimed:             len(protocol.UnionQueues(c.ackedQueues, c.state.inForce.Queues)),
+		Reason:              c.state.reason,
 		LeaseRenewedAt:      lease.renewedAt,
 		LeaseError:          lease.err,
-		Drained:             c.stopped,
+		Drained:             c.state.phase == phaseStopped,
 		ContactLost:         contactLost,
 	}
 }
