@@ -25,6 +25,7 @@ type contactFence struct {
 	confirm func(context.Context) (bool, error)
 	changed func()
 
+	// mu guards confirmedAt and why; nothing else is taken while it is held.
 	mu sync.Mutex
 	// confirmedAt is when the member sent the last read that confirmed its view; zero before the first.
 	confirmedAt time.Time
@@ -93,19 +94,7 @@ func (f *contactFence) attempt(ctx context.Context, interval time.Duration) (boo
 	readCtx, cancel := context.WithTimeout(ctx, max(interval, 100*time.Millisecond))
 	ok, err := f.confirm(readCtx)
 	cancel()
-	f.mu.Lock()
-	wasFresh := !f.confirmedAt.IsZero() && f.clock.Now().Sub(f.confirmedAt) < f.timeout
-	switch {
-	case err != nil:
-		f.why = err.Error()
-	case !ok:
-		f.why = "the watch has not caught up with the API server"
-	default:
-		f.why = ""
-		f.confirmedAt = sentAt
-	}
-	until := f.confirmedAt.Add(f.timeout).Sub(f.clock.Now())
-	f.mu.Unlock()
+	wasFresh, until := f.record(sentAt, ok, err)
 	if ok && err == nil {
 		// The timer that fences the member when no confirmation follows. Its callback only starts a
 		// goroutine: a clock may run it while holding its own lock (a fake one does).
@@ -119,4 +108,22 @@ func (f *contactFence) attempt(ctx context.Context, interval time.Duration) (boo
 		}
 	}
 	return ok, err
+}
+
+// record notes what a read sent at sentAt showed. It reports whether the member was confirmed before, and
+// how long from now the last confirmation covers it.
+func (f *contactFence) record(sentAt time.Time, ok bool, err error) (wasFresh bool, until time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	wasFresh = !f.confirmedAt.IsZero() && f.clock.Now().Sub(f.confirmedAt) < f.timeout
+	switch {
+	case err != nil:
+		f.why = err.Error()
+	case !ok:
+		f.why = "the watch has not caught up with the API server"
+	default:
+		f.why = ""
+		f.confirmedAt = sentAt
+	}
+	return wasFresh, f.confirmedAt.Add(f.timeout).Sub(f.clock.Now())
 }

@@ -31,6 +31,8 @@ type assignmentView struct {
 	// changed is called, with no lock held, after the view changed.
 	changed func()
 
+	// mu guards the fields below it, and is released by defer (locked, update). No other lock of the
+	// member's is taken while it is held; only an informer's, when followShardLocked starts one.
 	mu sync.Mutex
 	// synced is set once the index's informer has listed it.
 	synced bool
@@ -65,30 +67,44 @@ func newAssignmentView(cs kubernetes.Interface, cfg Config, changed func()) *ass
 
 // run watches until ctx ends. synced is closed once the index has been read.
 func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error {
-	v.mu.Lock()
-	v.runCtx = ctx
-	v.mu.Unlock()
+	v.locked(func() { v.runCtx = ctx })
 	factory, informer, err := v.watch(ctx, v.indexName, v.setIndex)
 	if err != nil {
 		return err
 	}
 	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		v.mu.Lock()
-		v.synced = true
-		v.resolveLocked()
-		v.mu.Unlock()
+		v.locked(func() {
+			v.synced = true
+			v.resolveLocked()
+		})
 		close(synced)
 		v.changed()
 	}
 	<-ctx.Done()
 	factory.Shutdown()
-	v.mu.Lock()
-	factories := v.factories
-	v.mu.Unlock()
+	var factories []informers.SharedInformerFactory
+	v.locked(func() { factories = v.factories })
 	for _, f := range factories {
 		f.Shutdown()
 	}
 	return nil
+}
+
+// locked runs f with v.mu held.
+func (v *assignmentView) locked(f func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f()
+}
+
+// update runs f with v.mu held and, when f reports that the view changed, calls changed once v.mu is
+// released.
+func (v *assignmentView) update(f func() bool) {
+	var changed bool
+	v.locked(func() { changed = f() })
+	if changed {
+		v.changed()
+	}
 }
 
 // current is whether the index has been read, and the pod's view.
@@ -127,29 +143,22 @@ func (v *assignmentView) watch(ctx context.Context, name string, set func(*corev
 // setIndex takes a new state of the assignment ConfigMap, and follows it to the shard that holds the
 // pod's entry when the assignment is sharded.
 func (v *assignmentView) setIndex(cm *corev1.ConfigMap) {
-	v.mu.Lock()
-	v.index = cm
-	v.followShardLocked()
-	changed := v.resolveLocked()
-	v.mu.Unlock()
-	if changed {
-		v.changed()
-	}
+	v.update(func() bool {
+		v.index = cm
+		v.followShardLocked()
+		return v.resolveLocked()
+	})
 }
 
 // setShard takes a new state of the shard ConfigMap called name.
 func (v *assignmentView) setShard(name string, cm *corev1.ConfigMap) {
-	v.mu.Lock()
-	if v.shard.name != name {
-		v.mu.Unlock()
-		return // an event from a shard no longer followed
-	}
-	v.shard.cm = cm
-	changed := v.resolveLocked()
-	v.mu.Unlock()
-	if changed {
-		v.changed()
-	}
+	v.update(func() bool {
+		if v.shard.name != name {
+			return false // an event from a shard no longer followed
+		}
+		v.shard.cm = cm
+		return v.resolveLocked()
+	})
 }
 
 // resolveLocked recomputes the pod's view from the ConfigMaps seen. It keeps the view so far while the
@@ -191,16 +200,13 @@ func (v *assignmentView) followShardLocked() {
 	v.factories = append(v.factories, factory)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-			v.mu.Lock()
-			changed := false
-			if v.shard.name == want {
+			v.update(func() bool {
+				if v.shard.name != want {
+					return false
+				}
 				v.shard.read = true
-				changed = v.resolveLocked()
-			}
-			v.mu.Unlock()
-			if changed {
-				v.changed()
-			}
+				return v.resolveLocked()
+			})
 		}
 	}()
 }
@@ -211,10 +217,7 @@ func (v *assignmentView) followShardLocked() {
 // One difference is normal (an update may be on its way); the same difference at the next check, with no
 // event from the watch in between, is not.
 func (v *assignmentView) checkCurrent(ctx context.Context) error {
-	v.mu.Lock()
-	synced := v.synced
-	v.mu.Unlock()
-	if !synced {
+	if synced, _ := v.current(); !synced {
 		return nil
 	}
 	for _, name := range v.watchedNames() {
@@ -222,25 +225,33 @@ func (v *assignmentView) checkCurrent(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading ConfigMap %s: %w", name, err)
 		}
-		v.mu.Lock()
-		ours := ""
-		if name == v.indexName {
-			ours = resourceVersionOf(v.index)
-		} else if name == v.shard.name {
-			ours = resourceVersionOf(v.shard.cm)
+		if err := v.keepsUp(name, serverRV); err != nil {
+			return err
 		}
-		suspect, wasSuspect := v.suspects[name]
-		switch {
-		case serverRV == ours:
-			delete(v.suspects, name)
-		case wasSuspect && suspect == ours:
-			v.mu.Unlock()
-			return fmt.Errorf("the watch of ConfigMap %s is behind the API server (resourceVersion %q there, %q here) for a whole renewal period",
-				name, serverRV, ours)
-		default:
-			v.suspects[name] = ours
-		}
-		v.mu.Unlock()
+	}
+	return nil
+}
+
+// keepsUp compares the resourceVersion of the ConfigMap called name in the view with the API server's,
+// serverRV, and fails when they differ as they did at the last check.
+func (v *assignmentView) keepsUp(name, serverRV string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ours := ""
+	if name == v.indexName {
+		ours = resourceVersionOf(v.index)
+	} else if name == v.shard.name {
+		ours = resourceVersionOf(v.shard.cm)
+	}
+	suspect, wasSuspect := v.suspects[name]
+	switch {
+	case serverRV == ours:
+		delete(v.suspects, name)
+	case wasSuspect && suspect == ours:
+		return fmt.Errorf("the watch of ConfigMap %s is behind the API server (resourceVersion %q there, %q here) for a whole renewal period",
+			name, serverRV, ours)
+	default:
+		v.suspects[name] = ours
 	}
 	return nil
 }
@@ -260,10 +271,7 @@ func (v *assignmentView) watchedNames() []string {
 // server says in a read sent after the caller took the time: every assignment published before then has
 // reached the view (contact fencing). A view not yet synced confirms nothing.
 func (v *assignmentView) confirm(ctx context.Context) (bool, error) {
-	v.mu.Lock()
-	synced := v.synced
-	v.mu.Unlock()
-	if !synced {
+	if synced, _ := v.current(); !synced {
 		return false, nil
 	}
 	for _, name := range v.watchedNames() {
@@ -271,12 +279,13 @@ func (v *assignmentView) confirm(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("reading ConfigMap %s: %w", name, err)
 		}
-		v.mu.Lock()
-		ours := resourceVersionOf(v.index)
-		if name != v.indexName {
-			ours = resourceVersionOf(v.shard.cm)
-		}
-		v.mu.Unlock()
+		var ours string
+		v.locked(func() {
+			ours = resourceVersionOf(v.index)
+			if name != v.indexName {
+				ours = resourceVersionOf(v.shard.cm)
+			}
+		})
 		if serverRV != ours {
 			return false, nil
 		}
