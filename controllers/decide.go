@@ -338,7 +338,8 @@ func (dc *decider) checkOwnership() *problem {
 }
 
 func (dc *decider) findMembers() *problem {
-	members, expiry, prob := membersFor(dc.group, dc.obs.pods, dc.obs.nodeZones, dc.obs.nodeLateAt, dc.leaseOf, dc.env.now)
+	members, expiry, prob := membersFor(dc.group, dc.obs.pods, dc.obs.nodeZones,
+		kubeletSignals{nodeLateAt: dc.obs.nodeLateAt, restartedAt: dc.obs.restartedAt}, dc.leaseOf, dc.env.now)
 	dc.d.report.members, dc.memberExpiry = members, expiry
 	for _, m := range members {
 		if l := dc.leaseOf[m.Pod]; l != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // runKubelet stands in for a kubelet: it creates node's Lease in kube-node-lease with a duration of
@@ -154,4 +155,105 @@ func waitUntilReading(t *testing.T, own *testenv.Ownership, m *testenv.SimMember
 		}
 		return nil
 	})
+}
+
+// restartContainers writes, as a kubelet would after a liveness probe failed, that pod's containers were
+// restarted once more.
+func restartContainers(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var p corev1.Pod
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), &p); err != nil {
+			return err
+		}
+		for i := range p.Status.ContainerStatuses {
+			c := &p.Status.ContainerStatuses[i]
+			c.RestartCount++
+			c.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, FinishedAt: metav1.Now()}}
+			c.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		}
+		return k8s.Status().Update(context.Background(), &p)
+	}))
+}
+
+// probedMemberOptions are a member with a 120 s Lease (renewed every 40 s, overdue after 60 s) and the
+// member package's default promise (4 s contact timeout, 2 s stop timeout): only the kubelet's word can
+// move its queues within 20 s of a failure its node does not share.
+var probedMemberOptions = testenv.MemberOptions{LeaseDuration: 120 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
+
+// TestRestartedCutOffMembersQueuesMoveWithin20s cuts one member off from the API server while its node
+// (its kubelet's Lease) stays healthy. Its process runs on, cut off, and fences itself after its contact
+// timeout; its /healthz then fails, so its liveness probe (every second, two failures) makes the kubelet
+// restart it, and the pod's status shows the restart. The restarted process, still cut off, cannot write
+// its Lease. Its queues must be read again by the other member within 20 s of the cut, where its Lease
+// alone would hold them for 60 s or more; from the members' own records, no queue has two readers.
+func TestRestartedCutOffMembersQueuesMoveWithin20s(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "r", 8, 30).Create(t, k8s)
+	node := ns + "-n"
+	runKubelet(t, node)
+	cut := testenv.StartMember(t, restConfig, "r", testenv.Pod(ns, "r-0", "r").OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	other := testenv.StartMember(t, restConfig, "r", testenv.Pod(ns, "r-1", "r").OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	waitForSettled(t, ns, "r", own, 8, 2)
+	held := own.Reading(cut.Reader())
+
+	cut.Partition(true)
+	at := time.Now()
+	// The kubelet's part: the probe fails once the member has lost contact, twice a second apart.
+	eventually(t, 10*time.Second, func() error {
+		if lost := cut.Client.Status().ContactLost; lost == "" {
+			return errors.New("the member has not lost contact yet")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	restartContainers(t, cut.Pod)
+	t.Logf("the kubelet restarted the cut-off member %v after it was cut off", time.Since(at).Round(time.Millisecond))
+	waitUntilReading(t, own, other, held, 30*time.Second)
+	took := time.Since(at)
+	assertNoOverlap(t, own)
+	t.Logf("the cut-off member's queues were read again %v after it was cut off; longest unread: %s", took.Round(time.Millisecond), own.Longest())
+	if took > 20*time.Second {
+		t.Fatalf("the cut-off member's queues took %v to be read again; want within 20 s", took)
+	}
+}
+
+// TestAnsweredRestartMovesNothing restarts a member's process, as a kubelet does after a crash or a failed
+// liveness probe: the new process reaches the API server, writes its Lease, and reads its queues again.
+// No queue moves to another member, and no new generation is published.
+func TestAnsweredRestartMovesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "a", 8, 30).Create(t, k8s)
+	node := ns + "-n"
+	runKubelet(t, node)
+	restarted := testenv.StartMember(t, restConfig, "a", testenv.Pod(ns, "a-0", "a").OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	testenv.StartMember(t, restConfig, "a", testenv.Pod(ns, "a-1", "a").OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	waitForSettled(t, ns, "a", own, 8, 2)
+	held := own.Reading(restarted.Reader())
+	generation := getGroup(t, ns, "a").Status.AssignmentGeneration
+
+	restarted.Stop()
+	restartContainers(t, restarted.Pod)
+	again := testenv.StartMember(t, restConfig, "a", restarted.Pod, own, probedMemberOptions)
+	waitUntilReading(t, own, again, held, 10*time.Second)
+	// Past the grace a restart has to be answered, and a pass or two.
+	time.Sleep(restartRenewGrace + 2*time.Second)
+	if g := getGroup(t, ns, "a").Status.AssignmentGeneration; g != generation {
+		t.Fatalf("the restart published generation %d after %d; a restart answered by a renewal moves nothing", g, generation)
+	}
+	if reading := own.Reading(again.Reader()); !slices.Equal(sortedQueues(reading), sortedQueues(held)) {
+		t.Fatalf("after its restart the member reads %v, want %v", reading, held)
+	}
+	assertNoOverlap(t, own)
+}
+
+// sortedQueues is queues in protocol order, for comparing sets.
+func sortedQueues(queues []allocate.Queue) []allocate.Queue {
+	out := slices.Clone(queues)
+	slices.SortFunc(out, protocol.CompareQueues)
+	return out
 }

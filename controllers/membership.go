@@ -48,13 +48,14 @@ func isRunningAndReady(pod *corev1.Pod) bool {
 // Lease is its own and fresh: a member that has not renewed its Lease for the lease duration reads
 // nothing, and a pod whose name's Lease an earlier pod still holds cannot read until it takes it over. A
 // member whose Lease promises contact fencing is one only while its renewals are on time (within one and
-// a half renewal intervals) and its node's kubelet renews the node's Lease on time (nodeLateAt,
-// nodeleases.go): it may be cut off, and its promise lets its queues move on soon after.
+// a half renewal intervals), its node's kubelet renews the node's Lease on time, and no restart of its
+// containers goes unanswered by a renewal (kubelets): it may be cut off, and its promise lets its queues
+// move on soon after.
 // nodeZones maps a node name to its zone label; leases are the group's Leases by pod name. It also
 // returns when the earliest member Lease expires, for the reconciler to look again then: renewals do not
 // trigger a pass. A pod whose annotations cannot be read, or two pods with the same member id, make the
 // whole membership invalid: publishing without them would move their queues for a configuration mistake.
-func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[string]string, nodeLateAt map[string]time.Time, leases map[string]*protocol.LeaseState, now time.Time) ([]member, time.Time, *problem) {
+func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[string]string, kubelets kubeletSignals, leases map[string]*protocol.LeaseState, now time.Time) ([]member, time.Time, *problem) {
 	members := make([]member, 0, len(pods))
 	podByID := make(map[string]string, len(pods))
 	var nextExpiry time.Time
@@ -64,7 +65,7 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 			continue
 		}
 		if lease := leases[pod.Name]; lease != nil {
-			expiry := membershipEnds(lease, nodeLateAt[pod.Spec.NodeName])
+			expiry := membershipEnds(lease, kubelets.nodeLateAt[pod.Spec.NodeName], kubelets.restartedAt[pod.UID])
 			if lease.PodUID != pod.UID || !now.Before(expiry) {
 				continue
 			}
@@ -104,11 +105,22 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 	return members, nextExpiry, nil
 }
 
+// kubeletSignals is what the kubelets say of the members besides their pods' phase and readiness: when
+// each node's kubelet is overdue (nodeLateAt, by node name; nodeleases.go) and when the operator first saw
+// each pod's containers restarted with no renewal of its Lease since (restartedAt, by pod UID;
+// restarts.go).
+type kubeletSignals struct {
+	nodeLateAt  map[string]time.Time
+	restartedAt map[types.UID]time.Time
+}
+
 // membershipEnds is when a pod whose Lease is lease stops being a member unless it renews: when the Lease
 // runs out. A member that promises contact fencing stops being one sooner, once a renewal is overdue by
-// half an interval, or once its node's kubelet is overdue (nodeLate, when known; nodeleases.go): its
-// queues are revoked then, and move on when its promise runs out, long before its Lease would.
-func membershipEnds(lease *protocol.LeaseState, nodeLate time.Time) time.Time {
+// half an interval, once its node's kubelet is overdue (nodeLate, when known; nodeleases.go), or
+// restartRenewGrace after the operator saw its containers restarted when no renewal answered the restart
+// (restartedAt, when known; restarts.go): its queues are revoked then, and move on when its promise runs
+// out, long before its Lease would.
+func membershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time) time.Time {
 	if lease.StopsWithin <= 0 {
 		return lease.RenewTime.Add(lease.Duration)
 	}
@@ -117,5 +129,16 @@ func membershipEnds(lease *protocol.LeaseState, nodeLate time.Time) time.Time {
 	if !nodeLate.IsZero() && nodeLate.Before(end) {
 		end = nodeLate
 	}
+	if !restartedAt.IsZero() && !answers(lease.RenewTime, restartedAt) {
+		end = minTime(end, restartedAt.Add(restartRenewGrace))
+	}
 	return end
+}
+
+// minTime is the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

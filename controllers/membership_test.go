@@ -99,7 +99,7 @@ func TestMembersFor(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, prob := membersFor(tc.group, tc.pods, zones, nil, tc.leases, t0)
+			got, _, prob := membersFor(tc.group, tc.pods, zones, kubeletSignals{}, tc.leases, t0)
 			if tc.wantReason != "" {
 				if prob == nil || prob.Reason != tc.wantReason || prob.Message == "" {
 					t.Fatalf("problem %v, want reason %s with a message", prob, tc.wantReason)

@@ -31,6 +31,9 @@ type observation struct {
 	// nodeLateAt says, for those of the nodes whose Lease the operator has seen, when its kubelet's next
 	// renewal is overdue.
 	nodeLateAt map[string]time.Time
+	// restartedAt says, by pod UID, when the operator first saw the kubelet restart a pod's containers
+	// with no renewal of its Lease since (restarts.go).
+	restartedAt map[types.UID]time.Time
 	// index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
 	index  *corev1.ConfigMap
 	shards map[string]*corev1.ConfigMap
@@ -125,7 +128,19 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		return nil, err
 	}
 	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)
+	obs.restartedAt = r.sightings.observeRestarts(client.ObjectKeyFromObject(group), obs.pods, renewals(obs.leases), now)
 	return obs, nil
+}
+
+// renewals is when each pod's Lease was last renewed, on the operator's clock, by pod UID.
+func renewals(leases []protocol.LeaseState) map[types.UID]time.Time {
+	out := make(map[types.UID]time.Time, len(leases))
+	for _, l := range leases {
+		if l.RenewTime.After(out[l.PodUID]) {
+			out[l.PodUID] = l.RenewTime
+		}
+	}
+	return out
 }
 
 // observeLeases reads the group's Leases (from the API server when the published objects were) and

@@ -40,6 +40,8 @@ type groupSightings struct {
 	// published are the generations this operator knows were published, each with the time it first
 	// knew (publications).
 	published publications
+	// restarts are the container restarts of the group's pods, by pod UID (restarts.go).
+	restarts map[types.UID]restartSighting
 }
 
 // publication is a generation of a group's assignment and when this operator first knew that the API
