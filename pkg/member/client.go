@@ -1,27 +1,3 @@
-// Package member is the pod side of a ConsumerGroup: it tells the application in a member pod which
-// queues to consume, and tells the operator which assignment the application has applied and which
-// queues it may be reading.
-//
-// A Client is two parts. Its assignment view watches the group's assignment ConfigMap through the API
-// server (a mounted ConfigMap volume lags by a minute or more) and checks that the watch keeps up. Its
-// Lease keeper holds the member's Lease: it renews it, and writes into it the generation the application
-// acknowledges and the member's claim, every queue the application may be reading. The Client delivers an
-// assignment only while the Lease is held and fresh, and waits, on shutdown, for the operator to take the
-// pod's queues away. The protocol (pkg/protocol), the RBAC a pod needs and how clients in other languages
-// follow it are in docs/protocol.md.
-//
-// Typical use:
-//
-//	cfg, err := member.ConfigFromEnv()
-//	c, err := member.New(clientset, cfg)
-//	go c.Run(ctx)
-//	for a := range c.Updates() {
-//		consume(a.Queues)                 // start and stop consumers to match
-//		c.Ack(ctx, a.Generation)
-//	}
-//
-// A preStop hook calls Drain, which returns once the operator has released the pod's queues and the
-// member's Lease claims none: from then on the member reads nothing until its process restarts.
 package member
 
 import (
@@ -112,7 +88,8 @@ type Client struct {
 	updates chan Assignment
 	// autoAck wakes the loop that acknowledges delivered assignments when Config.AutoAck is set.
 	autoAck chan struct{}
-	// ackMu serialises acknowledgements.
+	// ackMu serialises acknowledgements. It is taken before the keeper's writeMu and mu (the package
+	// doc's Locks).
 	ackMu sync.Mutex
 
 	// mu guards state and the fields below it.
@@ -132,7 +109,8 @@ type Client struct {
 	// delivered are the assignments delivered since the last acknowledgement, by generation, so that an
 	// acknowledgement of any of them claims its queues.
 	delivered map[int64][]Queue
-	// changed is closed and replaced whenever the assignment in force or the acknowledgement changes.
+	// changed is closed and replaced whenever the assignment in force or the acknowledgement changes, and
+	// when the member stops.
 	changed chan struct{}
 	// load is the application's latest load report (ReportLoad).
 	load map[Queue]float64
@@ -368,7 +346,10 @@ type snapshot struct {
 func (c *Client) snapshot() snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return snapshot{phase: c.state.phase, inForce: c.state.inForce, inForceSince: c.inForceSince, written: c.written, changed: c.changed}
+	return snapshot{
+		phase: c.state.phase, inForce: c.state.inForce, inForceSince: c.inForceSince,
+		written: c.written, changed: c.changed,
+	}
 }
 
 // Updates delivers each new assignment in force. It holds only the newest one: a reader that falls
