@@ -10,6 +10,9 @@
 //	PUT  /v1/load {"loads":{"t/b/0":1.5}}    the load of the queues the consumer reads
 //	GET  /healthz                            200 once the assignment is read, the Lease renewed and the view confirmed
 //
+// `consumergroup-agent probe [-listen addr]` is its liveness probe, for an exec probe: it exits 1 unless
+// /healthz answers 200.
+//
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.
 //
 // The API has no authentication: whoever reaches it can acknowledge for the consumer or drain the pod. It
@@ -42,6 +45,9 @@ func main() {
 	klog.InitFlags(nil)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == probeCommand {
+		os.Exit(probe(ctx, os.Args[2:], os.Stderr))
+	}
 	if err := run(ctx, flag.CommandLine, os.Args[1:]); err != nil {
 		klog.ErrorS(err, "Agent failed")
 		klog.Flush()

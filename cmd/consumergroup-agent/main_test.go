@@ -513,3 +513,41 @@ func (a agent) drainedForGood(gen int64) {
 		t.Fatalf("a second drain returned %d, want 200", code)
 	}
 }
+
+// TestProbe runs the liveness probe command against a real agent: it passes once the agent is healthy,
+// fails with the agent's reason once it is not (here, drained), and fails when nothing answers.
+func TestProbe(t *testing.T) {
+	a := startAgent(t, "agent-probe", nil)
+	listen := strings.TrimPrefix(a.base, "http://")
+	var out strings.Builder
+	eventually(t, func() error {
+		out.Reset()
+		if code := probe(context.Background(), []string{"-listen", listen}, &out); code != 0 {
+			return fmt.Errorf("probe exited %d: %s", code, out.String())
+		}
+		return nil
+	})
+	// The pod is given nothing and its consumer applied that, so its drain has nothing to wait for.
+	a.publish(1, map[string][]member.Queue{"consumer-0": nil, "consumer-1": orders(0)})
+	a.awaitGeneration(1)
+	if code := a.call("POST", "/v1/ack", `{"generation":1}`, nil); code != http.StatusOK {
+		t.Fatalf("ack: %d", code)
+	}
+	if code := a.call("POST", "/v1/drain?timeout=20s", "", nil); code != http.StatusOK {
+		t.Fatalf("drain of an agent holding nothing: %d", code)
+	}
+	out.Reset()
+	if code := probe(context.Background(), []string{"-listen", listen}, &out); code != 1 || !strings.Contains(out.String(), "drained") {
+		t.Fatalf("probe of a drained agent exited %d: %q; want 1 and the agent's reason", code, out.String())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	out.Reset()
+	if code := probe(context.Background(), []string{"-listen", closed, "-timeout", "200ms"}, &out); code != 1 {
+		t.Fatalf("probe with no agent listening exited %d: %q; want 1", code, out.String())
+	}
+}
