@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,10 +35,11 @@ type restartSighting struct {
 	seenAt time.Time
 }
 
-// containerRestarts is how often the kubelet has restarted pod's containers.
+// containerRestarts is how often the kubelet has restarted pod's containers, native sidecars (init
+// containers that keep running, such as the agent) included.
 func containerRestarts(pod *corev1.Pod) int32 {
 	var n int32
-	for _, c := range pod.Status.ContainerStatuses {
+	for _, c := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
 		n += c.RestartCount
 	}
 	return n

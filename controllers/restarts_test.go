@@ -25,9 +25,11 @@ func TestSightRestarts(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	type read struct {
-		at        time.Time
-		restarts  []int32
-		renewedAt time.Time
+		at       time.Time
+		restarts []int32
+		// sidecarRestarts are the restarts of an init container that keeps running.
+		sidecarRestarts int32
+		renewedAt       time.Time
 		// want is when the unanswered restart was first seen; zero for none.
 		want time.Time
 	}
@@ -43,6 +45,12 @@ func TestSightRestarts(t *testing.T) {
 			{at: at(0), restarts: []int32{0, 1}, renewedAt: at(-5)},
 			{at: at(10), restarts: []int32{1, 1}, renewedAt: at(-5), want: at(10)},
 			{at: at(12), restarts: []int32{1, 1}, renewedAt: at(-5), want: at(10)},
+		},
+	}, {
+		name: "a native sidecar's restart (the agent's) counts",
+		reads: []read{
+			{at: at(0), restarts: []int32{0}, renewedAt: at(-5)},
+			{at: at(10), restarts: []int32{0}, sidecarRestarts: 1, renewedAt: at(-5), want: at(10)},
 		},
 	}, {
 		name: "the restarted process renews: answered",
@@ -83,7 +91,9 @@ func TestSightRestarts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var prev map[types.UID]restartSighting
 			for i, r := range tc.reads {
-				next, unanswered := sightRestarts(prev, []corev1.Pod{restartedPod("u", r.restarts...)}, map[types.UID]time.Time{"u": r.renewedAt}, r.at)
+				pod := restartedPod("u", r.restarts...)
+				pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "agent", RestartCount: r.sidecarRestarts}}
+				next, unanswered := sightRestarts(prev, []corev1.Pod{pod}, map[types.UID]time.Time{"u": r.renewedAt}, r.at)
 				if got := unanswered["u"]; !got.Equal(r.want) {
 					t.Fatalf("read %d: unanswered since %v, want %v", i, got, r.want)
 				}
