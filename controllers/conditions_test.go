@@ -86,7 +86,7 @@ func TestConditionsOfAReport(t *testing.T) {
 			v1alpha1.ConditionFenced: {metav1.ConditionTrue, v1alpha1.ReasonRevokeTimeout, "Pods p1 did not"},
 		},
 	}, {
-		name:   "tampered, then recovering",
+		name:   "tampered",
 		report: report{assignment: assignment{generation: 2, exists: true}, members: oneMember, tampered: edited},
 		want: map[string]want{
 			v1alpha1.ConditionTampered:    {metav1.ConditionTrue, v1alpha1.ReasonAssignmentEdited, "Someone changed"},

@@ -181,6 +181,22 @@ func restartContainers(t *testing.T, pod *corev1.Pod) {
 // move its queues within 20 s of a failure its node does not share.
 var probedMemberOptions = testenv.MemberOptions{LeaseDuration: 120 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
 
+// twoProbedMembers runs an operator and a Cooperative group of 8 queues in a namespace of its own, with
+// two members (probedMemberOptions) on a node whose kubelet renews its Lease, and waits until it settles.
+func twoProbedMembers(t *testing.T, group string) (ns string, own *testenv.Ownership, first, second *testenv.SimMember) {
+	t.Helper()
+	ns = newNamespace(t)
+	startManager(t, ns)
+	own = testenv.NewOwnership()
+	cooperativeGroup(ns, group, 8, 30).Create(t, k8s)
+	node := ns + "-n"
+	runKubelet(t, node)
+	first = testenv.StartMember(t, restConfig, group, testenv.Pod(ns, group+"-0", group).OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	second = testenv.StartMember(t, restConfig, group, testenv.Pod(ns, group+"-1", group).OnNode(node).Create(t, k8s), own, probedMemberOptions)
+	waitForSettled(t, ns, group, own, 8, 2)
+	return ns, own, first, second
+}
+
 // TestRestartedCutOffMembersQueuesMoveWithin20s cuts one member off from the API server while its node
 // (its kubelet's Lease) stays healthy. Its process runs on, cut off, and fences itself after its contact
 // timeout; its /healthz then fails, so its liveness probe (every second, two failures) makes the kubelet
@@ -188,15 +204,7 @@ var probedMemberOptions = testenv.MemberOptions{LeaseDuration: 120 * time.Second
 // its Lease. Its queues must be read again by the other member within 20 s of the cut, where its Lease
 // alone would hold them for 60 s or more; from the members' own records, no queue has two readers.
 func TestRestartedCutOffMembersQueuesMoveWithin20s(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "r", 8, 30).Create(t, k8s)
-	node := ns + "-n"
-	runKubelet(t, node)
-	cut := testenv.StartMember(t, restConfig, "r", testenv.Pod(ns, "r-0", "r").OnNode(node).Create(t, k8s), own, probedMemberOptions)
-	other := testenv.StartMember(t, restConfig, "r", testenv.Pod(ns, "r-1", "r").OnNode(node).Create(t, k8s), own, probedMemberOptions)
-	waitForSettled(t, ns, "r", own, 8, 2)
+	_, own, cut, other := twoProbedMembers(t, "r")
 	held := own.Reading(cut.Reader())
 
 	cut.Partition(true)
@@ -224,15 +232,7 @@ func TestRestartedCutOffMembersQueuesMoveWithin20s(t *testing.T) {
 // liveness probe: the new process reaches the API server, writes its Lease, and reads its queues again.
 // No queue moves to another member, and no new generation is published.
 func TestAnsweredRestartMovesNothing(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "a", 8, 30).Create(t, k8s)
-	node := ns + "-n"
-	runKubelet(t, node)
-	restarted := testenv.StartMember(t, restConfig, "a", testenv.Pod(ns, "a-0", "a").OnNode(node).Create(t, k8s), own, probedMemberOptions)
-	testenv.StartMember(t, restConfig, "a", testenv.Pod(ns, "a-1", "a").OnNode(node).Create(t, k8s), own, probedMemberOptions)
-	waitForSettled(t, ns, "a", own, 8, 2)
+	ns, own, restarted, _ := twoProbedMembers(t, "a")
 	held := own.Reading(restarted.Reader())
 	generation := getGroup(t, ns, "a").Status.AssignmentGeneration
 
