@@ -228,18 +228,24 @@ func TestRestartedCutOffMembersQueuesMoveWithin20s(t *testing.T) {
 	}
 }
 
-// TestAnsweredRestartMovesNothing restarts a member's process, as a kubelet does after a crash or a failed
-// liveness probe: the new process reaches the API server, writes its Lease, and reads its queues again.
-// No queue moves to another member, and no new generation is published.
-func TestAnsweredRestartMovesNothing(t *testing.T) {
-	ns, own, restarted, _ := twoProbedMembers(t, "a")
-	held := own.Reading(restarted.Reader())
+// TestHungMemberRestartedByItsProbeKeepsItsQueues hangs a member's process: it reads nothing and writes
+// nothing while its pod stays Running and Ready, and its Lease, renewed every 40 s, says nothing for a
+// while. Its liveness probe gets no answer, twice a second apart, and the kubelet restarts it, as it does
+// after a crash too. The new process reaches the API server, writes its Lease, and reads its queues again:
+// they went unread for the probe and the restart, well within 20 s; no queue moves to another member, and
+// no new generation is published.
+func TestHungMemberRestartedByItsProbeKeepsItsQueues(t *testing.T) {
+	ns, own, hung, _ := twoProbedMembers(t, "a")
+	held := own.Reading(hung.Reader())
 	generation := getGroup(t, ns, "a").Status.AssignmentGeneration
 
-	restarted.Stop()
-	restartContainers(t, restarted.Pod)
-	again := testenv.StartMember(t, restConfig, "a", restarted.Pod, own, probedMemberOptions)
+	hung.Stop()
+	at := time.Now()
+	time.Sleep(2 * time.Second)
+	restartContainers(t, hung.Pod)
+	again := testenv.StartMember(t, restConfig, "a", hung.Pod, own, probedMemberOptions)
 	waitUntilReading(t, own, again, held, 10*time.Second)
+	took := time.Since(at)
 	// Past the grace a restart has to be answered, and a pass or two.
 	time.Sleep(restartRenewGrace + 2*time.Second)
 	if g := getGroup(t, ns, "a").Status.AssignmentGeneration; g != generation {
@@ -249,6 +255,10 @@ func TestAnsweredRestartMovesNothing(t *testing.T) {
 		t.Fatalf("after its restart the member reads %v, want %v", reading, held)
 	}
 	assertNoOverlap(t, own)
+	t.Logf("the hung member's queues were read again %v after it hung; longest unread: %s", took.Round(time.Millisecond), own.Longest())
+	if took > 20*time.Second {
+		t.Fatalf("the hung member's queues took %v to be read again; want within 20 s", took)
+	}
 }
 
 // sortedQueues is queues in protocol order, for comparing sets.
