@@ -1,6 +1,6 @@
 // Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go, with the
-// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go, and the
-// kubelets' node Leases in nodeleases.go), decides without I/O what to write and what to report
+// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go, the
+// kubelets' node Leases in nodeleases.go and the pods' container restarts in restarts.go), decides without I/O what to write and what to report
 // (decide.go, with membership in membership.go and the handoff in handoff.go: five steps over the
 // bookkeeping of handoff_state.go and the incarnations of incarnation.go), writes the assignment and the
 // Lease clean-up (publish.go), and writes the status its report gives (conditions.go, one function per
