@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -36,6 +38,20 @@ func TestMain(m *testing.M) {
 		k8s, err = client.New(cfg, client.Options{Scheme: manager.Scheme()})
 		return err
 	})
+}
+
+// startReplica starts a replica of the operator binary with leader election in ns, logging to logPath,
+// until the test ends.
+func startReplica(t *testing.T, binary, ns, kcPath, logPath string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, "--leader-elect", "--leader-election-namespace", ns, "--namespaces", ns,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--kubeconfig", kcPath)
+	log, err := os.Create(logPath)
+	testenv.Must(t, err)
+	cmd.Stdout, cmd.Stderr = log, log
+	testenv.Must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })
+	return cmd
 }
 
 // TestFailover runs two replicas of the operator binary, with leader election and its default timings,
@@ -56,16 +72,7 @@ func TestFailover(t *testing.T) {
 	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Create(t, k8s)
 	testenv.Pod(ns, "g-0", "g").Create(t, k8s)
 
-	start := func(name string) *exec.Cmd {
-		cmd := exec.Command(binary, "--leader-elect", "--leader-election-namespace", ns, "--namespaces", ns,
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--kubeconfig", kcPath)
-		log, err := os.Create(filepath.Join(dir, name+".log"))
-		testenv.Must(t, err)
-		cmd.Stdout, cmd.Stderr = log, log
-		testenv.Must(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })
-		return cmd
-	}
+	start := func(name string) *exec.Cmd { return startReplica(t, binary, ns, kcPath, filepath.Join(dir, name+".log")) }
 	members := func() int {
 		var cm corev1.ConfigMap
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.AssignmentName("g")}, &cm); err != nil {
@@ -118,4 +125,81 @@ func TestFailover(t *testing.T) {
 	if bound := el.LeaseDuration + 2*el.RetryPeriod + time.Second; killed > bound {
 		t.Errorf("after SIGKILL the standby took %v to publish, want under %v", killed, bound)
 	}
+}
+
+// TestFailoverMidHandoff kills the leader (SIGKILL) the moment it has published a revocation: a member
+// joined a Cooperative group, and the leader took 4 of the other member's 8 queues from it. The old reader
+// takes 3 s to apply that, so it acknowledges only after the leader is dead, and the standby, once it
+// leads, must resume the handoff from what the API server holds: the ConfigMap, its bookkeeping and the
+// Leases. From the members' own records, the revoked queues are read again within 20 s of the kill, and no
+// queue has two readers.
+func TestFailoverMidHandoff(t *testing.T) {
+	dir := t.TempDir()
+	binary := testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{})
+	kc, err := clientcmd.Load(kubeconfig)
+	testenv.Must(t, err)
+	kcPath := filepath.Join(dir, "kubeconfig")
+	testenv.Must(t, clientcmd.WriteToFile(*kc, kcPath))
+	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	testenv.Must(t, err)
+
+	ns := fmt.Sprintf("failover-handoff-%d", time.Now().UnixNano())
+	testenv.Must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	testenv.Group(ns, "h").Topic("t", testenv.Broker("b", 8, "")).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).
+		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Create(t, k8s)
+	leader := startReplica(t, binary, ns, kcPath, filepath.Join(dir, "leader.log"))
+	own := testenv.NewOwnership()
+	opts := testenv.MemberOptions{DrainAckTimeout: time.Second}
+	old := testenv.StartMember(t, restConfig, "h", testenv.Pod(ns, "h-0", "h").Create(t, k8s), own, opts)
+	testenv.Poll(t, time.Minute, 20*time.Millisecond, nil, func() error {
+		if n := len(own.Reading(old.Reader())); n != 8 {
+			return fmt.Errorf("h-0 reads %d queues, want 8", n)
+		}
+		return nil
+	})
+	startReplica(t, binary, ns, kcPath, filepath.Join(dir, "standby.log"))
+	// The standby is up once it has tried the Lease; give it time to start.
+	time.Sleep(3 * time.Second)
+
+	old.ApplyDelay.Store(int64(3 * time.Second))
+	joined := testenv.StartMember(t, restConfig, "h", testenv.Pod(ns, "h-1", "h").Create(t, k8s), own, opts)
+	// The revocation is published: h-0's entry lists 4 queues, h-1's none yet.
+	var revoked []protocol.Queue
+	testenv.Poll(t, time.Minute, 5*time.Millisecond, nil, func() error {
+		var cm corev1.ConfigMap
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.AssignmentName("h")}, &cm); err != nil {
+			return err
+		}
+		pub := protocol.ReadPublished("h", &cm, nil)
+		if e, ok := pub.Entries["h-0"]; !ok || len(e.Queues) != 4 {
+			return fmt.Errorf("h-0's entry is %v", e.Queues)
+		}
+		revoked = protocol.SubtractQueues(sortedQueues(own.Reading(old.Reader())), pub.Entries["h-0"].Queues)
+		return nil
+	})
+	t0 := time.Now()
+	testenv.Must(t, leader.Process.Signal(syscall.SIGKILL))
+	if len(revoked) != 4 {
+		t.Fatalf("the leader was killed with %d queues revoked from h-0, want 4: it had already been told", len(revoked))
+	}
+	testenv.Poll(t, time.Minute, 20*time.Millisecond, nil, func() error {
+		if missing := protocol.SubtractQueues(revoked, sortedQueues(own.Reading(joined.Reader()))); len(missing) > 0 {
+			return fmt.Errorf("h-1 does not read %v yet", missing)
+		}
+		return nil
+	})
+	took := time.Since(t0)
+	if v := own.Violations(); len(v) > 0 {
+		t.Fatalf("queues had two readers at once: %v", v)
+	}
+	t.Logf("the revoked queues were read by the new member %v after the leader was killed; longest unread: %s", took.Round(time.Millisecond), own.Longest())
+	if took > 20*time.Second {
+		t.Fatalf("the revoked queues took %v after the leader was killed to be read again; want within 20 s", took)
+	}
+}
+
+// sortedQueues sorts queues in protocol order, as protocol.SubtractQueues reads them.
+func sortedQueues(queues []protocol.Queue) []protocol.Queue {
+	slices.SortFunc(queues, protocol.CompareQueues)
+	return queues
 }
