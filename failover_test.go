@@ -72,7 +72,9 @@ func TestFailover(t *testing.T) {
 	testenv.Group(ns, "g").Topic("t", testenv.Broker("b", 12, "")).Create(t, k8s)
 	testenv.Pod(ns, "g-0", "g").Create(t, k8s)
 
-	start := func(name string) *exec.Cmd { return startReplica(t, binary, ns, kcPath, filepath.Join(dir, name+".log")) }
+	start := func(name string) *exec.Cmd {
+		return startReplica(t, binary, ns, kcPath, filepath.Join(dir, name+".log"))
+	}
 	members := func() int {
 		var cm corev1.ConfigMap
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.AssignmentName("g")}, &cm); err != nil {
