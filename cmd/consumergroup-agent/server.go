@@ -233,25 +233,8 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if !st.LeaseRenewedAt.IsZero() {
 		resp.LeaseRenewedAt = st.LeaseRenewedAt.UTC().Format(time.RFC3339Nano)
 	}
-	switch {
-	case st.Drained:
-		resp.Error = "the pod has drained: the agent hands out nothing until it restarts"
-	case !st.Synced:
-		resp.Error = "the assignment ConfigMap has not been read yet"
-	case st.LeaseRenewedAt.IsZero():
-		resp.Error = "the Lease has not been written yet"
-		if st.LeaseError != nil {
-			resp.Error += ": " + st.LeaseError.Error()
-		}
-	case st.LeaseError != nil:
-		resp.Error = "renewing the Lease: " + st.LeaseError.Error()
-	case st.ContactLost != "":
-		// A view that cannot be confirmed is a loop that hangs or a pod cut off: a liveness probe that
-		// restarts the agent then gives the consumer its queues back as soon as the agent can see again.
-		resp.Error = st.ContactLost
-	default:
-		resp.OK = true
-	}
+	resp.Error = st.Unhealthy()
+	resp.OK = resp.Error == ""
 	code := http.StatusOK
 	if !resp.OK {
 		code = http.StatusServiceUnavailable

@@ -624,6 +624,28 @@ type Status struct {
 	ContactLost string
 }
 
+// Unhealthy says why a member in status s cannot do its part, "" when it can: it has read its assignment,
+// holds and renews its Lease, and, with contact fencing, has confirmed its view. A liveness probe that
+// fails while it is not "" makes the kubelet restart a process that is cut off from the API server or
+// hung, and the restart tells the operator at once (docs/protocol.md, recovery within 20 s). A drained
+// member is unhealthy too: it reads nothing until its process restarts.
+func (s Status) Unhealthy() string {
+	switch {
+	case s.Drained:
+		return "the pod has drained: the member hands out nothing until its process restarts"
+	case !s.Synced:
+		return "the assignment ConfigMap has not been read yet"
+	case s.LeaseRenewedAt.IsZero() && s.LeaseError != nil:
+		return "the Lease has not been written yet: " + s.LeaseError.Error()
+	case s.LeaseRenewedAt.IsZero():
+		return "the Lease has not been written yet"
+	case s.LeaseError != nil:
+		return "renewing the Lease: " + s.LeaseError.Error()
+	}
+	// A view that cannot be confirmed is a member cut off or a loop that hangs.
+	return s.ContactLost
+}
+
 // Status returns a snapshot of the client's state.
 func (c *Client) Status() Status {
 	synced, view := c.view.current()
