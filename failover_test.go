@@ -40,6 +40,17 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// writeKubeconfig writes the test control plane's kubeconfig into dir, for the operator binaries, and
+// returns its path.
+func writeKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	kc, err := clientcmd.Load(kubeconfig)
+	testenv.Must(t, err)
+	path := filepath.Join(dir, "kubeconfig")
+	testenv.Must(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
 // startReplica starts a replica of the operator binary with leader election in ns, logging to logPath,
 // until the test ends.
 func startReplica(t *testing.T, binary, ns, kcPath, logPath string) *exec.Cmd {
@@ -62,10 +73,7 @@ func startReplica(t *testing.T, binary, ns, kcPath, logPath string) *exec.Cmd {
 func TestFailover(t *testing.T) {
 	dir := t.TempDir()
 	binary := testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{})
-	kc, err := clientcmd.Load(kubeconfig)
-	testenv.Must(t, err)
-	kcPath := filepath.Join(dir, "kubeconfig")
-	testenv.Must(t, clientcmd.WriteToFile(*kc, kcPath))
+	kcPath := writeKubeconfig(t, dir)
 
 	ns := fmt.Sprintf("failover-%d", time.Now().UnixNano())
 	testenv.Must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
@@ -138,10 +146,7 @@ func TestFailover(t *testing.T) {
 func TestFailoverMidHandoff(t *testing.T) {
 	dir := t.TempDir()
 	binary := testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{})
-	kc, err := clientcmd.Load(kubeconfig)
-	testenv.Must(t, err)
-	kcPath := filepath.Join(dir, "kubeconfig")
-	testenv.Must(t, clientcmd.WriteToFile(*kc, kcPath))
+	kcPath := writeKubeconfig(t, dir)
 	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	testenv.Must(t, err)
 

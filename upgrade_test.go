@@ -43,10 +43,7 @@ func TestUpgradeMovesNothing(t *testing.T) {
 	for _, v := range []string{"0.1.0", "0.2.0"} {
 		binaries[v] = testenv.Build(t, "consumergroup-operator", ".", testenv.VersionStamp{Version: v, Commit: "test" + v})
 	}
-	kc, err := clientcmd.Load(kubeconfig)
-	testenv.Must(t, err)
-	kcPath := filepath.Join(dir, "kubeconfig")
-	testenv.Must(t, clientcmd.WriteToFile(*kc, kcPath))
+	kcPath := writeKubeconfig(t, dir)
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	testenv.Must(t, err)
 
