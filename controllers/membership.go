@@ -130,15 +130,9 @@ func membershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time)
 		end = nodeLate
 	}
 	if !restartedAt.IsZero() && !answers(lease.RenewTime, restartedAt) {
-		end = minTime(end, restartedAt.Add(restartRenewGrace))
+		if cutOff := restartedAt.Add(restartRenewGrace); cutOff.Before(end) {
+			end = cutOff
+		}
 	}
 	return end
-}
-
-// minTime is the earlier of a and b.
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
