@@ -209,11 +209,11 @@ func testHandsQueuesOverOnRebalance(t *testing.T, tools tools) {
 	t.Logf("the new member read its %d queues %v after it started; settled at generation %d:\n%s", share, took.Round(time.Millisecond), gen, f.timeline())
 
 	after := f.own.Reading(f.reader)
-	released := protocol.SubtractQueues(sorted(before), sorted(after))
+	released := protocol.SubtractQueues(before, after)
 	if len(released) == 0 || len(after) == 0 {
 		t.Errorf("the driver read %v before the new member and %v after: want it to give up some queues and keep some", before, after)
 	}
-	newcomer := sorted(f.own.Reading(sim2.Reader()))
+	newcomer := f.own.Reading(sim2.Reader())
 	if missing := protocol.SubtractQueues(released, newcomer); len(missing) > 0 {
 		t.Errorf("the driver gave up %v, but the new member reads %v: %v went elsewhere", released, newcomer, missing)
 	}
@@ -611,7 +611,7 @@ func (f *fixture) waitSettled(timeout time.Duration, sims ...*testenv.SimMember)
 			if len(want) == 0 {
 				return fmt.Errorf("generation %d gives %s no queues", p.generation, pod)
 			}
-			if got := sorted(f.own.Reading(reader)); !slices.Equal(got, want) {
+			if got := f.own.Reading(reader); !slices.Equal(got, want) {
 				return fmt.Errorf("%s reads %v, generation %d gives it %v", pod, got, p.generation, want)
 			}
 		}

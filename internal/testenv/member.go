@@ -19,6 +19,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Ownership records which member pod incarnations read which queue, from the members' own records: each
@@ -103,7 +104,8 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 	}
 }
 
-// Reading lists the queues reader reads now.
+// Reading lists the queues reader reads now, in the order of entries and claims (protocol.CompareQueues),
+// so that two readings compare as sets and protocol's set operations take them as they are.
 func (o *Ownership) Reading(reader string) []allocate.Queue {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -113,6 +115,7 @@ func (o *Ownership) Reading(reader string) []allocate.Queue {
 			out = append(out, q)
 		}
 	}
+	slices.SortFunc(out, protocol.CompareQueues)
 	return out
 }
 
