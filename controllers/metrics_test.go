@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +25,6 @@ import (
 // join, a revocation its member does not acknowledge, the fence that follows, and the group's deletion,
 // and checks the values.
 func TestMetrics(t *testing.T) {
-	endpoint = httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	t.Cleanup(endpoint.Close)
 	const queues = 12
 	ns, own, ms := settledGroup(t, "mx", queues, 2, 2, memberOptions)
 	g := getGroup(t, ns, "mx")
@@ -99,12 +98,19 @@ func with(labels map[string]string, kv ...string) map[string]string {
 	return out
 }
 
-// endpoint serves the metrics as the manager's metrics server does.
-var endpoint *httptest.Server
+// endpoint serves the metrics as the manager's metrics server does, started by the first scrape and
+// kept for the tests that follow.
+var (
+	endpoint     *httptest.Server
+	endpointOnce sync.Once
+)
 
 // scrape reads the metrics endpoint and parses its text exposition.
 func scrape(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
+	endpointOnce.Do(func() {
+		endpoint = httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	})
 	resp, err := http.Get(endpoint.URL + "/metrics")
 	must(t, err)
 	defer func() { _ = resp.Body.Close() }()

@@ -136,6 +136,13 @@ func TestRoutesFollowTheNameServer(t *testing.T) {
 	assertNoOverlap(t, own)
 	waitForEvent(t, g.Namespace, g.Name, EventRoutesChanged)
 	waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
+	// The metrics count the readable queues in force and date the last read that reached the topic.
+	labels := map[string]string{"namespace": g.Namespace, "group": g.Name}
+	expectMetric(t, "consumergroup_discovered_queues", labels, 4)
+	read := getGroup(t, g.Namespace, g.Name).Status.Routes.ReadTime
+	if got := metricValue(t, "consumergroup_routes_last_read_timestamp_seconds", labels); read == nil || got < float64(read.Unix()-1) || got > float64(time.Now().Unix()) {
+		t.Errorf("consumergroup_routes_last_read_timestamp_seconds = %v, status.routes.readTime %v", got, read)
+	}
 }
 
 // TestRoutesKeptWhileTheNameServerFails: the name server goes down, answers junk, answers a route that
@@ -149,6 +156,7 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 	want := queuesOf("t", "b", 8)
 	waitForReaders(t, own, ms, want, waitFor)
 	_, generation := publishedQueues(t, g.Namespace, g.Name)
+	labels := map[string]string{"namespace": g.Namespace, "group": g.Name}
 
 	for _, tc := range []struct {
 		mode   rocketmqstandin.Mode
@@ -162,10 +170,14 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		nsrv.SetMode(tc.mode)
 		// Were the name server read, this would move queues.
 		nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 2})
+		errorsBefore := max(0, metricValue(t, "consumergroup_routes_read_errors_total", with(labels, "reason", tc.reason)))
 		got := waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, tc.reason)
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale)
 		if !strings.Contains(c.Message, nsrv.Addr) {
 			t.Errorf("mode %d: the condition does not name the name server: %s", tc.mode, c.Message)
+		}
+		if n := metricValue(t, "consumergroup_routes_read_errors_total", with(labels, "reason", tc.reason)); n <= errorsBefore {
+			t.Errorf("mode %d: consumergroup_routes_read_errors_total{reason=%q} = %v, was %v", tc.mode, tc.reason, n, errorsBefore)
 		}
 		time.Sleep(2500 * time.Millisecond) // two more intervals of failed reads
 		if q, gen := publishedQueues(t, g.Namespace, g.Name); !slices.Equal(q, want) || gen != generation {
@@ -177,6 +189,8 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		waitForCondition(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
 	}
 	waitForEvent(t, g.Namespace, g.Name, v1alpha1.ConditionTopologyStale)
+	// The failed reads never dropped a queue from the count of those in force.
+	expectMetric(t, "consumergroup_discovered_queues", labels, float64(len(want)))
 	if _, gen := publishedQueues(t, g.Namespace, g.Name); gen != generation {
 		t.Errorf("generation %d after the failures, want %d", gen, generation)
 	}
