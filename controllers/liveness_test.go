@@ -142,6 +142,41 @@ func TestCutOffMembersQueuesMoveWithinThePromise(t *testing.T) {
 	}
 }
 
+// TestRestartedOperatorResumesACutOffMembersDeadline cuts one member off as
+// TestCutOffMembersQueuesMoveWithinThePromise does, then restarts the operator 8 s later, before the
+// member is overdue. The new operator has seen no renewal happen: it counts the member's last one from the
+// time its Lease states plus the skew bound, so the member is still overdue 10 s after that renewal, not
+// 10 s after the restart, and its queues are read again within the same 16 s of the cut (a restart that
+// started the wait again would take about 8 s + 10 s + 3 s).
+func TestRestartedOperatorResumesACutOffMembersDeadline(t *testing.T) {
+	ns := newNamespace(t)
+	stopOperator := startManager(t, ns)
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "c", 8, 30).Create(t, k8s)
+	node := ns + "-n"
+	runKubelet(t, node)
+	opts := testenv.MemberOptions{LeaseDuration: 20 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
+		ContactTimeout: time.Second, StopTimeout: time.Second}
+	cut := testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, "c-0", "c").OnNode(node).Create(t, k8s), own, opts)
+	other := testenv.StartMember(t, restConfig, "c", testenv.Pod(ns, "c-1", "c").OnNode(node).Create(t, k8s), own, opts)
+	waitForSettled(t, ns, "c", own, 8, 2)
+	held := own.Reading(cut.Reader())
+
+	cut.Partition(true)
+	at := time.Now()
+	time.Sleep(8 * time.Second)
+	stopOperator()
+	startManager(t, ns)
+	waitUntilReading(t, own, other, held, 30*time.Second)
+	took := time.Since(at)
+	assertNoOverlap(t, own)
+	t.Logf("the cut-off member's queues were read again %v after it was cut off, with the operator restarted 8 s after the cut; longest unread: %s",
+		took.Round(time.Millisecond), own.Longest())
+	if took > 16*time.Second {
+		t.Fatalf("the cut-off member's queues took %v to be read again; want within 16 s, as without the restart", took)
+	}
+}
+
 // waitUntilReading waits until m reads every queue of queues, by its own record.
 func waitUntilReading(t *testing.T, own *testenv.Ownership, m *testenv.SimMember, queues []allocate.Queue, timeout time.Duration) {
 	t.Helper()

@@ -119,13 +119,15 @@ type kubeletSignals struct {
 // half an interval, once its node's kubelet is overdue (nodeLate, when known; nodeleases.go), or
 // restartRenewGrace after the operator saw its containers restarted when no renewal answered the restart
 // (restartedAt, when known; restarts.go): its queues are revoked then, and move on when its promise runs
-// out, long before its Lease would.
+// out, long before its Lease would. Both count from the Lease's RenewedBy, which a restarted operator does
+// not move later than the renewal could have been (leaseSightings): membership only decides what is
+// revoked, never when another may read it.
 func membershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time) time.Time {
 	if lease.StopsWithin <= 0 {
-		return lease.RenewTime.Add(lease.Duration)
+		return lease.RenewedBy.Add(lease.Duration)
 	}
 	interval := protocol.RenewInterval(lease.Duration)
-	end := lease.RenewTime.Add(interval + interval/2)
+	end := lease.RenewedBy.Add(interval + interval/2)
 	if !nodeLate.IsZero() && nodeLate.Before(end) {
 		end = nodeLate
 	}

@@ -34,8 +34,10 @@ import (
 const kubeletRenewFraction = 4
 
 // nodeLeaseSightings times node Lease renewals on the operator's clock, as leaseSightings does for the
-// members' Leases: a renewal counts when the operator sees spec.renewTime change, never at the time it
-// states, and a node Lease first seen counts as renewed then.
+// members' Leases: a renewal counts when the operator sees spec.renewTime change. A renewal it saw only
+// after the fact, as it started, counts from the time it states plus the clock skew bound, when that is
+// earlier: a restarted operator resumes the wait for a lost node rather than starting it again. Lateness
+// only decides which queues are revoked, never when another may read them.
 type nodeLeaseSightings struct {
 	mu    sync.Mutex
 	nodes map[string]nodeSighting
@@ -44,11 +46,13 @@ type nodeLeaseSightings struct {
 type nodeSighting struct {
 	renewTime, seenAt time.Time
 	interval          time.Duration
+	// afterTheFact is set while renewTime is the one the operator first read the Lease with.
+	afterTheFact bool
 }
 
 // saw records a node Lease as seen at now. It reports whether the node had been silent past its
 // deadline: its groups should then look again, as their members on it may be members again.
-func (s *nodeLeaseSightings) saw(lease *coordinationv1.Lease, now time.Time) (wasLate bool) {
+func (s *nodeLeaseSightings) saw(lease *coordinationv1.Lease, now time.Time, maxSkew time.Duration) (wasLate bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nodes == nil {
@@ -60,12 +64,12 @@ func (s *nodeLeaseSightings) saw(lease *coordinationv1.Lease, now time.Time) (wa
 	}
 	renewTime := protocol.RenewTimeOf(lease)
 	prev, known := s.nodes[lease.Name]
-	next := nodeSighting{renewTime: renewTime, seenAt: now, interval: duration / kubeletRenewFraction}
+	next := nodeSighting{renewTime: renewTime, seenAt: now, interval: duration / kubeletRenewFraction, afterTheFact: !known}
 	if known && renewTime.Equal(prev.renewTime) {
-		next.seenAt = prev.seenAt
+		next.seenAt, next.afterTheFact = prev.seenAt, prev.afterTheFact
 	}
 	s.nodes[lease.Name] = next
-	return known && !now.Before(prev.lateAt()) && next.seenAt.Equal(now)
+	return known && !now.Before(prev.lateAt(maxSkew)) && next.seenAt.Equal(now)
 }
 
 // forget drops a node whose Lease is gone: nothing is known of it any more, which suspects nothing.
@@ -75,17 +79,20 @@ func (s *nodeLeaseSightings) forget(node string) {
 	delete(s.nodes, node)
 }
 
-// lateAt is when a node's next renewal is overdue: one renewal interval and a fifth after the last.
-func (n nodeSighting) lateAt() time.Time { return n.seenAt.Add(n.interval + n.interval/5) }
+// lateAt is when a node's next renewal is overdue: one renewal interval and a fifth after the last, counted
+// from when it was seen or, seen after the fact, from the time it states plus maxSkew when earlier.
+func (n nodeSighting) lateAt(maxSkew time.Duration) time.Time {
+	return renewedBy(n.renewTime, n.seenAt, n.afterTheFact, maxSkew).Add(n.interval + n.interval/5)
+}
 
 // lateAt says, for each of nodes whose Lease the operator has seen, when it is overdue.
-func (s *nodeLeaseSightings) lateAt(nodes map[string]string) map[string]time.Time {
+func (s *nodeLeaseSightings) lateAt(nodes map[string]string, maxSkew time.Duration) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]time.Time, len(nodes))
 	for node := range nodes {
 		if n, ok := s.nodes[node]; ok {
-			out[node] = n.lateAt()
+			out[node] = n.lateAt(maxSkew)
 		}
 	}
 	return out
@@ -106,7 +113,7 @@ func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace st
 		return nil, fmt.Errorf("adding the cache of the node Leases to the manager: %w", err)
 	}
 	seen := func(ctx context.Context, lease *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if r.nodeLeases.saw(lease, r.Clock.Now()) {
+		if r.nodeLeases.saw(lease, r.Clock.Now(), r.maxClockSkew()) {
 			for _, req := range r.groupsForNode(ctx, &corev1.Node{ObjectMeta: lease.ObjectMeta}) {
 				q.Add(req)
 			}

@@ -127,7 +127,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 	if obs.nodeZones, err = r.readNodeZones(ctx, obs.pods); err != nil {
 		return nil, err
 	}
-	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones)
+	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones, r.maxClockSkew())
 	obs.restartedAt = r.sightings.observeRestarts(client.ObjectKeyFromObject(group), obs.pods, renewals(obs.leases), now)
 	return obs, nil
 }

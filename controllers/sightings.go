@@ -23,10 +23,17 @@ import (
 // than a pod that is gone.
 //
 // Renewals are recorded as their watch events arrive (saw), between passes, and by each pass (observe)
-// for what the events have not shown yet. It lives in memory only. An operator that starts (or a new leader) has seen nothing: every Lease counts
-// as renewed when it is first read, which can only make claims stand longer. A Lease that vanished before
-// the start is not remembered; what the operator published for its pod still stands for one lease duration
-// from the start (see stillPublished).
+// for what the events have not shown yet. It lives in memory only. An operator that starts (or a new
+// leader) has seen nothing: every Lease counts as renewed when it is first read, which can only make claims
+// stand longer. A Lease that vanished before the start is not remembered; what the operator published for
+// its pod still stands for one lease duration from the start (see stillPublished).
+//
+// Whether a member is late (membershipEnds) is the one judgement that a restart does not start again:
+// for a renewal first seen after the fact, it counts from the renewal time the Lease states plus the clock
+// skew bound, when that is earlier than the sighting (renewedBy). A late member only has its queues
+// revoked; they are read by another only after its acknowledgement or its promise, which no clock
+// decides. A clock that is wrong makes the operator revoke early once, and the next renewal, seen as it
+// happens, makes the member one again.
 type leaseSightings struct {
 	mu sync.Mutex
 	// groups holds, per group, each Lease's sighting by the Lease's UID, and when the operator first
@@ -103,6 +110,9 @@ func (s *leaseSightings) publications(group types.NamespacedName) publications {
 type sighting struct {
 	// renewTime is spec.renewTime as last read; seenAt when the operator first read that value.
 	renewTime, seenAt time.Time
+	// afterTheFact is set while renewTime is the one the operator first read the Lease with: it saw
+	// that renewal only after it had happened, at some time it cannot tell.
+	afterTheFact bool
 	// lease is the Lease as last seen, by a pass or its watch events.
 	lease *coordinationv1.Lease
 	// wentBack is set when a watch event showed renewTime going backwards, until a pass reports it.
@@ -145,10 +155,10 @@ func (s *leaseSightings) saw(group types.NamespacedName, lease *coordinationv1.L
 	p, known := g.leases[lease.UID]
 	switch {
 	case !known:
-		p = sighting{renewTime: renewTime, seenAt: now}
+		p = sighting{renewTime: renewTime, seenAt: now, afterTheFact: true}
 	case !renewTime.Equal(p.renewTime):
 		p.wentBack = p.wentBack || renewTime.Before(p.renewTime)
-		p.renewTime, p.seenAt = renewTime, now
+		p.renewTime, p.seenAt, p.afterTheFact = renewTime, now, false
 	}
 	p.lease = lease
 	g.leases[lease.UID] = p
@@ -184,16 +194,17 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		l := protocol.ReadLeaseIn(lease, scope)
 		out.asWritten = append(out.asWritten, l)
 		readBy[incarnationKey(l.Pod, l.PodUID)] = true
-		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease}
+		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease, afterTheFact: true}
 		if p, ok := prev[l.UID]; ok {
+			seen.afterTheFact = false
 			if l.RenewTime.Equal(p.renewTime) {
-				seen.seenAt = p.seenAt
+				seen.seenAt, seen.afterTheFact = p.seenAt, p.afterTheFact
 			}
 			if p.wentBack || l.RenewTime.Before(p.renewTime) {
 				out.backwards = append(out.backwards, l.Name)
 			}
 		}
-		l.RenewTime = seen.seenAt
+		l.RenewTime, l.RenewedBy = seen.seenAt, seen.renewedBy(maxSkew)
 		next[l.UID] = seen
 		out.leases = append(out.leases, l)
 	}
@@ -203,7 +214,7 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		}
 		p := prev[uid]
 		ghost := protocol.ReadLeaseIn(p.lease, scope)
-		ghost.RenewTime = p.seenAt
+		ghost.RenewTime, ghost.RenewedBy = p.seenAt, p.renewedBy(maxSkew)
 		// A Lease the same incarnation wrote again under a new UID says what it reads now; one of another
 		// incarnation does not speak for this one.
 		if readBy[incarnationKey(ghost.Pod, ghost.PodUID)] || !ghost.Stands(now, maxSkew) {
@@ -221,6 +232,22 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(b2i(!out.vanished[a.UID]), b2i(!out.vanished[b.UID])))
 	})
 	return next, out
+}
+
+// renewedBy is the latest time the Lease's holder can have renewed, for telling whether it is late: when
+// the operator saw the renewal, or, for one it saw only after the fact, the time the Lease states plus the
+// clock skew bound, when that is earlier. A stated time in the future gains nothing.
+func (p sighting) renewedBy(maxSkew time.Duration) time.Time {
+	return renewedBy(p.renewTime, p.seenAt, p.afterTheFact, maxSkew)
+}
+
+// renewedBy is the latest time a renewal stated at renewTime and seen at seenAt can have happened, for
+// lateness: seenAt, unless it was seen after the fact and renewTime plus maxSkew is earlier.
+func renewedBy(renewTime, seenAt time.Time, afterTheFact bool, maxSkew time.Duration) time.Time {
+	if stated := renewTime.Add(maxSkew); afterTheFact && stated.Before(seenAt) {
+		return stated
+	}
+	return seenAt
 }
 
 func b2i(b bool) int {

@@ -44,6 +44,8 @@ func TestSight(t *testing.T) {
 		want      map[string]time.Time
 		vanished  []string
 		backwards []string
+		// renewedBy, when set, is each Lease's RenewedBy, by name: what lateness counts from.
+		renewedBy map[string]time.Time
 	}
 	event := func(at time.Time, l *coordinationv1.Lease) []struct {
 		at    time.Time
@@ -86,6 +88,24 @@ func TestSight(t *testing.T) {
 			{events: event(at(2), renewed("a", at(2))), now: at(4), want: map[string]time.Time{"g.a": at(2)}, vanished: []string{"g.a"}},
 			{now: at(18), want: map[string]time.Time{}},
 		}},
+		{"lateness counts a renewal seen after the fact from the time it states plus the skew, never later than seen", []pass{
+			{now: at(100), read: []*coordinationv1.Lease{renewed("a", at(90)), renewed("b", at(7200)), renewed("c", at(100))},
+				want:      map[string]time.Time{"g.a": at(100), "g.b": at(100), "g.c": at(100)},
+				renewedBy: map[string]time.Time{"g.a": at(91), "g.b": at(100), "g.c": at(100)}},
+			{now: at(105), read: []*coordinationv1.Lease{renewed("a", at(90)), renewed("b", at(7200)), renewed("c", at(100))},
+				want:      map[string]time.Time{"g.a": at(100), "g.b": at(100), "g.c": at(100)},
+				renewedBy: map[string]time.Time{"g.a": at(91), "g.b": at(100), "g.c": at(100)}},
+		}},
+		{"lateness counts a renewal seen as it happens from the sighting, whatever the Lease states", []pass{
+			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(-50)), renewed("b", at(-50))},
+				want: map[string]time.Time{"g.a": at(0), "g.b": at(0)}, renewedBy: map[string]time.Time{"g.a": at(-49), "g.b": at(-49)}},
+			{events: event(at(5), renewed("a", at(-45))), now: at(10), read: []*coordinationv1.Lease{renewed("a", at(-45)), renewed("b", at(-40))},
+				want: map[string]time.Time{"g.a": at(5), "g.b": at(10)}, renewedBy: map[string]time.Time{"g.a": at(5), "g.b": at(10)}},
+		}},
+		{"a vanished Lease seen after the fact keeps its lateness", []pass{
+			{now: at(100), read: []*coordinationv1.Lease{renewed("a", at(95))}, want: map[string]time.Time{"g.a": at(100)}, renewedBy: map[string]time.Time{"g.a": at(96)}},
+			{now: at(101), want: map[string]time.Time{"g.a": at(100)}, vanished: []string{"g.a"}, renewedBy: map[string]time.Time{"g.a": at(96)}},
+		}},
 		{"a Lease written again by the same incarnation replaces the vanished one", []pass{
 			{now: at(0), read: []*coordinationv1.Lease{renewed("a", at(0))}, want: map[string]time.Time{"g.a": at(0)}},
 			{now: at(3), read: []*coordinationv1.Lease{rawLease("a", "lease-a2", at(3))}, want: map[string]time.Time{"g.a": at(3)}},
@@ -100,10 +120,10 @@ func TestSight(t *testing.T) {
 					s.saw(key, e.lease, e.at)
 				}
 				out := s.observe(key, p.read, nil, p.now, skew)
-				got := map[string]time.Time{}
+				got, gotBy := map[string]time.Time{}, map[string]time.Time{}
 				var vanished []string
 				for _, l := range out.leases {
-					got[l.Name] = l.RenewTime
+					got[l.Name], gotBy[l.Name] = l.RenewTime, l.RenewedBy
 					if out.vanished[l.UID] {
 						vanished = append(vanished, l.Name)
 					}
@@ -114,6 +134,11 @@ func TestSight(t *testing.T) {
 				for name, w := range p.want {
 					if !got[name].Equal(w) {
 						t.Fatalf("pass %d counts %s renewed at %v, want %v", i, name, got[name].Sub(t0), w.Sub(t0))
+					}
+				}
+				for name, w := range p.renewedBy {
+					if !gotBy[name].Equal(w) {
+						t.Fatalf("pass %d counts %s late from %v, want %v", i, name, gotBy[name].Sub(t0), w.Sub(t0))
 					}
 				}
 				if !slices.Equal(vanished, p.vanished) || !slices.Equal(out.backwards, p.backwards) {

@@ -85,6 +85,10 @@ type LeaseState struct {
 	// Lease. Each falls back on an earlier time when unset, never on none.
 	RenewTime   time.Time
 	AcquireTime time.Time
+	// RenewedBy is the latest time the member can have renewed, for telling whether it is late, and only
+	// for that: RenewTime as read. A reader that times renewals on its own clock sets it earlier when it
+	// saw the renewal only after the fact (the operator, after it starts).
+	RenewedBy time.Time
 	// Duration is how long after RenewTime the member counts itself alive, capped at MaxLeaseDuration.
 	Duration time.Duration
 	// HasClaim is false for a protocol-1 member, whose Lease carries no claim.
@@ -124,6 +128,7 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 		s.Member = *lease.Spec.HolderIdentity
 	}
 	s.AcquireTime, s.RenewTime = times(lease)
+	s.RenewedBy = s.RenewTime
 	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
 	}
