@@ -128,6 +128,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		log.FromContext(ctx).Info("Published assignment", "generation", d.report.generation,
 			"members", len(d.report.members), "queues", d.report.queueCount, "moved", d.report.rebalance.moved, "objects", len(d.write.configMaps))
 	}
+	if h := d.report.handoff; h.withheld > 0 {
+		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.report.generation, "withheld", h.withheld, "first", h.firstWithheld)
+	}
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
 	r.metrics.record(planned, oldStatus, &group.Status, obs, d, now)

@@ -75,6 +75,8 @@ type rebalance struct {
 type handoffReport struct {
 	fenced               []revocation
 	withheld, recovering int
+	// firstWithheld says which queue waited first and why, for the log.
+	firstWithheld string
 }
 
 // report is what a pass says: the assignment in force, the members it was made for, what changed, and
@@ -586,7 +588,7 @@ func (dc *decider) planHandoff() *problem {
 		publications:  dc.obs.publications,
 	})
 	dc.entries = h.entries
-	dc.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering}
+	dc.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering, firstWithheld: h.firstWithheld}
 	dc.reportClaims(h.unreadableClaims)
 
 	if dc.floor > protocol.MaxGeneration-recoveryStep {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -49,6 +50,8 @@ type handoffResult struct {
 	// withheld counts queues the target gives to a member that must wait for them; recovering counts the
 	// incarnations that have not yet acknowledged a recovery.
 	withheld, recovering int
+	// firstWithheld says, for the log, which queue waited first in this pass and what held it back.
+	firstWithheld string
 	// revokedFromMembers are the queues taken from pods that stay members: each is a move that completes
 	// with the grant that follows.
 	revokedFromMembers []allocate.Queue
@@ -468,14 +471,45 @@ func (h *holdings) blocked(q allocate.Queue, self int32) bool {
 	return h.unknowns > 1 || h.unknowns == 1 && h.unknownReader != self
 }
 
+// holdsBack says who keeps q from reader self (blocked), for the log.
+func (h *holdings) holdsBack(q allocate.Queue, self int32) string {
+	if held, ok := h.holders[q]; ok {
+		r := h.readers[held.first]
+		if held.first == self {
+			return fmt.Sprintf("%d readers may hold it", held.count)
+		}
+		how := "claims or was given it"
+		if h.revoked.pending[r.key].has(q) {
+			how = "has not acknowledged its revocation"
+		}
+		return fmt.Sprintf("%s %s (%d readers)", r.inc.pod, how, held.count)
+	}
+	if h.unknownReader == unnamedReader {
+		return "a reader nobody can name may hold any queue"
+	}
+	r := h.readers[h.unknownReader]
+	why := "the bookkeeping cannot be trusted"
+	switch {
+	case r.claimUnreadable:
+		why = "its claim cannot be read"
+	case h.revoked.pending[r.key] != nil && h.revoked.pending[r.key].all:
+		why = "it has not acknowledged a recovery"
+	}
+	return fmt.Sprintf("%s may hold any queue: %s (%d unknown readers)", r.inc.pod, why, h.unknowns)
+}
+
 // grant is the fourth step: each member gets what its target gives it and nobody else may be reading.
 func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]string) {
 	for _, m := range p.in.members {
 		self := held.indexOf(m.Pod, m.UID)
 		var qs []allocate.Queue
 		for _, q := range p.in.target[m.ID] {
-			if r := reservedFor[q]; r != "" && r != m.ID || p.in.cooperative && held.blocked(q, self) {
-				p.res.withheld++
+			if r := reservedFor[q]; r != "" && r != m.ID {
+				p.withhold(m, q, "reserved for departed member "+r)
+				continue
+			}
+			if p.in.cooperative && held.blocked(q, self) {
+				p.withhold(m, q, held.holdsBack(q, self))
 				continue
 			}
 			qs = append(qs, q)
@@ -484,6 +518,14 @@ func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]strin
 		slices.SortFunc(qs, protocol.CompareQueues)
 		p.res.entries[m.Pod] = qs
 	}
+}
+
+// withhold counts q, which the target gives to m, as withheld; the first one of a pass is described.
+func (p *handoffPass) withhold(m member, q allocate.Queue, why string) {
+	if p.res.withheld == 0 {
+		p.res.firstWithheld = fmt.Sprintf("%s for %s: %s", q, m.Pod, why)
+	}
+	p.res.withheld++
 }
 
 // revokeLost is the fifth step, in Cooperative mode: what incarnations that stand lose now is revoked, to

@@ -327,6 +327,7 @@ func TestRandomizedHandoff(t *testing.T) {
 		for _, k := range kind {
 			history[i] += " (" + k + ")"
 		}
+		t.Logf("%s", history[i])
 		// Events come faster than handoffs finish, except now and then, when the group may settle.
 		if rng.IntN(10) == 0 && len(live) > 0 {
 			waitForSettled(t, ns, "r", own, queues, len(live))
@@ -345,6 +346,11 @@ func TestRandomizedHandoff(t *testing.T) {
 	t.Logf("events: %d %v; %d holdings; longest time a queue went unread: %s", *handoffEvents, counts, own.Holdings(), own.LongestGap())
 	// Each time a queue went unread counts for the kind of the last event before it started. No single
 	// failure of any kind leaves a queue unread for more than 20 s.
+	for _, g := range own.Gaps() {
+		if g.To.Sub(g.From) > 12*time.Second {
+			t.Logf("long gap: %s", g)
+		}
+	}
 	for _, k := range unreadByKind(own.Gaps(), historyAt, kinds) {
 		t.Logf("unread after %-55s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest.Round(time.Millisecond))
 		if k.longest > 20*time.Second {
