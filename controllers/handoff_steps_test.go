@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -89,7 +90,7 @@ func TestLostQueues(t *testing.T) {
 }
 
 // TestHoldingsBlocked counts readers as countHoldings does and asks, queue by queue, whether a member may
-// be given it.
+// be given it, and, when it may not, who holds it back (holdsBack, for the log).
 func TestHoldingsBlocked(t *testing.T) {
 	now := goldenNow
 	scope := stepScope()
@@ -104,15 +105,26 @@ func TestHoldingsBlocked(t *testing.T) {
 		self         string
 		q            int32
 		want         bool
+		// why is what holdsBack says when the queue is blocked.
+		why string
 	}{
-		{"nobody holds it", []*incarnation{leased("a", now, 0, nil, 0)}, handoffState{}, "a", 1, false},
-		{"another claims it", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, true},
-		{"both claim it: the member keeps its own", []*incarnation{leased("a", now, 0, qs(1), 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, false},
-		{"fenced from its other holder", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(2), 0)}, handoffState{Fenced: []revocation{fenceB}}, "a", 2, false},
-		{"another may hold anything (a recovery)", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, nil, 0)}, handoffState{Revocations: []revocation{pendingAll}}, "a", 5, true},
-		{"the one in a recovery keeps what it claims", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, qs(5), 0)}, handoffState{Revocations: []revocation{pendingAll}}, "c", 5, false},
-		{"an unreadable claim may hold anything", []*incarnation{leased("a", now, 0, nil, 0), unreadable}, handoffState{}, "a", 3, true},
-		{"a member without a reader waits for any holder", []*incarnation{leased("b", now, 0, qs(1), 0)}, handoffState{}, "", 1, true},
+		{"nobody holds it", []*incarnation{leased("a", now, 0, nil, 0)}, handoffState{}, "a", 1, false, ""},
+		{"another claims it", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, true,
+			"b claims or was given it (1 readers)"},
+		{"another has not acknowledged its revocation", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, nil, 0)},
+			handoffState{Revocations: []revocation{{Pod: "b", UID: "b-uid", Generation: 9, At: now, Queues: protocol.Compact(qs(1))}}}, "a", 1, true,
+			"b has not acknowledged its revocation (1 readers)"},
+		{"both claim it: the member keeps its own", []*incarnation{leased("a", now, 0, qs(1), 0), leased("b", now, 0, qs(1), 0)}, handoffState{}, "a", 1, false, ""},
+		{"fenced from its other holder", []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(2), 0)}, handoffState{Fenced: []revocation{fenceB}}, "a", 2, false, ""},
+		{"another may hold anything (a recovery)", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, nil, 0)}, handoffState{Revocations: []revocation{pendingAll}}, "a", 5, true,
+			"c may hold any queue: it has not acknowledged a recovery (1 unknown readers)"},
+		{"the one in a recovery keeps what it claims", []*incarnation{leased("a", now, 0, nil, 0), leased("c", now, 0, qs(5), 0)}, handoffState{Revocations: []revocation{pendingAll}}, "c", 5, false, ""},
+		{"an unreadable claim may hold anything", []*incarnation{leased("a", now, 0, nil, 0), unreadable}, handoffState{}, "a", 3, true,
+			"d may hold any queue: its claim cannot be read (1 unknown readers)"},
+		{"a member without a reader waits for any holder", []*incarnation{leased("b", now, 0, qs(1), 0)}, handoffState{}, "", 1, true,
+			"b claims or was given it (1 readers)"},
+		{"a reader nobody can name", []*incarnation{leased("a", now, 0, nil, 0)}, handoffState{HoldUnclaimedUntil: ptr.To(now.Add(time.Second))}, "a", 1, true,
+			"a reader nobody can name may hold any queue"},
 	} {
 		p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
 			trusted: true, state: tc.state, incarnations: tc.incarnations, scope: scope})
@@ -123,6 +135,11 @@ func TestHoldingsBlocked(t *testing.T) {
 		}
 		if got := h.blocked(qs(tc.q)[0], self); got != tc.want {
 			t.Errorf("%s: blocked = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want {
+			if why := h.holdsBack(qs(tc.q)[0], self); why != tc.why {
+				t.Errorf("%s: held back because %q, want %q", tc.name, why, tc.why)
+			}
 		}
 	}
 }
@@ -188,5 +205,20 @@ func TestKeepReservations(t *testing.T) {
 				t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestWithheldSaysWhy checks that a pass counts what it withholds and describes the first queue it
+// withholds: the one its target gives to a and that b still claims.
+func TestWithheldSaysWhy(t *testing.T) {
+	now := goldenNow
+	res := handoff(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second, cooperative: true, trusted: true,
+		members: []member{{Member: allocate.Member{ID: "a"}, Pod: "a", UID: "a-uid"}}, target: allocate.Plan{"a": qs(0, 1, 2)},
+		incarnations: []*incarnation{leased("a", now, 0, nil, 0), leased("b", now, 0, qs(1, 2), 0)}, scope: stepScope()})
+	if res.withheld != 2 || res.firstWithheld != "t/b/1 for a: b claims or was given it (1 readers)" {
+		t.Fatalf("withheld %d, first %q; want 2, the first t/b/1 for a, held by b", res.withheld, res.firstWithheld)
+	}
+	if !slices.Equal(res.entries["a"], qs(0)) {
+		t.Fatalf("a is given %v, want %v", res.entries["a"], qs(0))
 	}
 }
