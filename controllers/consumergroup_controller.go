@@ -119,7 +119,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if len(d.write.configMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
-		r.sightings.sawPublished(req.NamespacedName, d.report.generation, r.Clock.Now())
+		r.sightings.wrote(req.NamespacedName, d.report.generation, r.Clock.Now())
 	}
 	if res, err := r.recordStatus(ctx, &group, &d.report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err

@@ -222,8 +222,10 @@ func (dc *decider) indexIncarnations() {
 	}
 	ceiling := dc.ackCeiling()
 	// Without its Lease, a member's duration is unknown: the longest of the group's others, as members of
-	// one group run with one configuration, else the default.
-	var longest time.Duration
+	// one group run with one configuration, else the default. Its promise likewise: the longest of those
+	// of the Leases whose pods exist (written by those pods), when every Lease makes one, else none.
+	var longest, promise time.Duration
+	promising := true
 	for idx := range dc.obs.leases {
 		l := &dc.obs.leases[idx]
 		if l.AckedGeneration > ceiling {
@@ -236,6 +238,10 @@ func (dc *decider) indexIncarnations() {
 		add(l.Pod, l.PodUID).lease = l
 		dc.floor = max(dc.floor, l.AckedGeneration)
 		longest = max(longest, l.Duration)
+		if live := dc.obs.podsByName[l.Pod]; live != nil && live.UID == l.PodUID {
+			promise = max(promise, l.StopsWithin)
+		}
+		promising = promising && l.StopsWithin > 0
 	}
 	for i := range dc.obs.pods {
 		add(dc.obs.pods[i].Name, dc.obs.pods[i].UID)
@@ -244,6 +250,11 @@ func (dc *decider) indexIncarnations() {
 		longest = protocol.DefaultLeaseDuration
 	}
 	unseenUntil := dc.obs.sightedSince.Add(longest + dc.env.maxSkew)
+	// A pod that keeps its promise reads nothing a promise after an assignment that gives it nothing was
+	// published: this operator's first write gave nothing to a pod it never saw.
+	if at := dc.obs.firstWrittenAt; promising && promise > 0 && !at.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
+		unseenUntil = at.Add(promise + contactMargin)
+	}
 	dc.unseenUntil = unseenUntil
 	unseen := func(pod string, uid types.UID) {
 		if i := add(pod, uid); i.lease == nil && !i.exists {

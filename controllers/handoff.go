@@ -372,6 +372,11 @@ func (p *handoffPass) unclaimedHeldUntil() *time.Time {
 	if !p.in.trusted && p.in.now.Before(p.in.unseenUntil) {
 		hold = &p.in.unseenUntil
 	}
+	// A hold an earlier operator recorded is for a pod that vanished before it started, earlier still
+	// than this one: this operator's own bound holds for it too.
+	if hold != nil && !p.in.unseenUntil.IsZero() && p.in.unseenUntil.Before(*hold) {
+		hold = &p.in.unseenUntil
+	}
 	if hold == nil || !p.in.now.Before(*hold) {
 		return nil
 	}

@@ -146,7 +146,7 @@ func TestHoldingsBlocked(t *testing.T) {
 
 func TestUnclaimedHeldUntil(t *testing.T) {
 	now := goldenNow
-	later, earlier := now.Add(5*time.Second), now.Add(-time.Second)
+	later, earlier, much := now.Add(5*time.Second), now.Add(-time.Second), now.Add(60*time.Second)
 	for _, tc := range []struct {
 		name        string
 		trusted     bool
@@ -159,6 +159,9 @@ func TestUnclaimedHeldUntil(t *testing.T) {
 		{"a hold that ended", true, &earlier, time.Time{}, nil},
 		{"untrusted: pods never seen may read until unseenUntil", false, nil, later, &later},
 		{"trusted bookkeeping names every pod: unseenUntil does not count", true, nil, later, nil},
+		{"a recorded hold ends by this operator's own bound", true, &much, later, &later},
+		{"a recorded hold ends once this operator's own bound passed", true, &much, earlier, nil},
+		{"a recorded hold sooner than the bound stays", true, &later, much, &later},
 	} {
 		p := newHandoffPass(handoffInput{now: now, trusted: tc.trusted, state: handoffState{HoldUnclaimedUntil: tc.stateHold}, unseenUntil: tc.unseenUntil})
 		got := p.unclaimedHeldUntil()

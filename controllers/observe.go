@@ -52,6 +52,8 @@ type observation struct {
 	sightedSince time.Time
 	// publications are the generations this operator knows were published, and since when.
 	publications publications
+	// firstWrittenAt is when this operator's own first write of the assignment returned; zero before.
+	firstWrittenAt time.Time
 	// leasesAsWritten are the Leases as read, with the renewTimes their writers wrote.
 	leasesAsWritten []protocol.LeaseState
 	// scope is the spec's queues: what the operator reads of claims, entries and load reports.
@@ -167,6 +169,7 @@ func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1al
 		r.sightings.sawPublished(key, obs.published.Generation, r.Clock.Now())
 	}
 	obs.publications = r.sightings.publications(key)
+	obs.firstWrittenAt = r.sightings.firstWritten(key)
 	return nil
 }
 

@@ -47,6 +47,8 @@ type groupSightings struct {
 	// published are the generations this operator knows were published, each with the time it first
 	// knew (publications).
 	published publications
+	// firstWritten is when this operator's own first write of a generation returned; zero before.
+	firstWritten time.Time
 	// restarts are the container restarts of the group's pods, by pod UID (restarts.go).
 	restarts map[types.UID]restartSighting
 }
@@ -94,6 +96,29 @@ func (s *leaseSightings) sawPublished(group types.NamespacedName, generation int
 	defer s.mu.Unlock()
 	g := s.group(group, now)
 	g.published = g.published.add(generation, now)
+}
+
+// wrote records that this operator's own write of the group's assignment at generation returned at now,
+// as sawPublished does, and the first such moment (firstWritten).
+func (s *leaseSightings) wrote(group types.NamespacedName, generation int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.group(group, now)
+	g.published = g.published.add(generation, now)
+	if g.firstWritten.IsZero() {
+		g.firstWritten = now
+	}
+}
+
+// firstWritten is when this operator's own first write of the group's assignment returned: what it
+// wrote gave nothing to a pod it never saw. Zero before.
+func (s *leaseSightings) firstWritten(group types.NamespacedName) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[group]; g != nil {
+		return g.firstWritten
+	}
+	return time.Time{}
 }
 
 // publications returns what the operator knows of the group's publications.

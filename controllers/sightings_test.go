@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -295,5 +296,42 @@ func TestClaimsOutsideSpec(t *testing.T) {
 				t.Fatalf("claimsOutsideSpec = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// An operator that starts and finds the assignment gone, in a group whose every Lease promises to stop
+// within 2 s, holds queues nobody claims until 2 s plus the margin after its own first write returned,
+// not for the 60 s Lease: that write gave nothing to a pod it never saw. A group with a Lease that makes
+// no promise waits the Lease's duration, as before.
+func TestRestartedOperatorWithoutBookkeepingWaitsThePromise(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		promise time.Duration
+		wantAt  time.Duration
+	}{
+		{"every Lease promises", 2 * time.Second, 2*time.Second + contactMargin},
+		{"a Lease without a promise", 0, time.Minute},
+	} {
+		group := testGroup(averagely, 4)
+		group.Status.AssignmentGeneration = 5
+		obs := world([]corev1.Pod{pod("p0")}, promisingLease("p0", 5, qs(0), t0, tc.promise))
+		obs.sightedSince = t0
+		first := decide(group, obs, env(group, t0.Add(time.Second)))
+		if !slices.Equal(entryOf(first, "p0"), qs(0)) {
+			t.Fatalf("%s: right after the start p0 gets %v, want only what it claims", tc.name, entryOf(first, "p0"))
+		}
+		written := t0.Add(time.Second)
+		next := applied(group, obs, first)
+		next.firstWrittenAt = written
+		at := func(d time.Duration) []allocate.Queue {
+			next.leases = []protocol.LeaseState{promisingLease("p0", first.report.generation, qs(0), written.Add(d), tc.promise)}
+			return entryOf(decide(group, next, env(group, written.Add(d))), "p0")
+		}
+		if got := at(tc.wantAt - 100*time.Millisecond); !slices.Equal(got, qs(0)) {
+			t.Fatalf("%s: before %v from the first write p0 gets %v, want only what it claims", tc.name, tc.wantAt, got)
+		}
+		if got := at(tc.wantAt); len(got) != 4 {
+			t.Fatalf("%s: %v after the first write p0 gets %v, want every queue", tc.name, tc.wantAt, got)
+		}
 	}
 }
