@@ -219,9 +219,9 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		l := protocol.ReadLeaseIn(lease, scope)
 		out.asWritten = append(out.asWritten, l)
 		readBy[incarnationKey(l.Pod, l.PodUID)] = true
-		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease, afterTheFact: true}
-		if p, ok := prev[l.UID]; ok {
-			seen.afterTheFact = false
+		p, known := prev[l.UID]
+		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease, afterTheFact: !known}
+		if known {
 			if l.RenewTime.Equal(p.renewTime) {
 				seen.seenAt, seen.afterTheFact = p.seenAt, p.afterTheFact
 			}
