@@ -29,9 +29,6 @@ import (
 // EventRoutesChanged reports a change of the discovered queues.
 const EventRoutesChanged = "RoutesChanged"
 
-// RetryTopicPrefix names a consumer group's retry topic, %RETRY%<group>.
-const RetryTopicPrefix = "%RETRY%"
-
 // defaultRefreshInterval is spec.nameServer.refreshIntervalSeconds' default, RocketMQ clients'
 // pollNameServerInterval.
 const defaultRefreshInterval = 30 * time.Second
@@ -61,23 +58,10 @@ func discoveredTopics(group *v1alpha1.ConsumerGroup) []string {
 			out = append(out, t.Name)
 		}
 	}
-	if retry := retryTopic(group); retry != "" && !listed[retry] {
+	if retry := group.RetryTopic(); retry != "" && !listed[retry] {
 		out = append(out, retry)
 	}
 	return out
-}
-
-// retryTopic is the name of group's retry topic when the operator assigns it, "" otherwise.
-func retryTopic(group *v1alpha1.ConsumerGroup) string {
-	ns := group.Spec.NameServer
-	if ns == nil || ns.RetryTopic == v1alpha1.RetryTopicIgnore || group.Spec.MessageModel == v1alpha1.Broadcasting {
-		return ""
-	}
-	name := ns.GroupName
-	if name == "" {
-		name = group.Name
-	}
-	return RetryTopicPrefix + name
 }
 
 // nameServerAddrs are the addresses the operator dials for group, in the order it tries them.

@@ -12,11 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 )
-
-// retryTopicPrefix names a RocketMQ consumer group's retry topic, %RETRY%<group>.
-const retryTopicPrefix = "%RETRY%"
 
 // topicsRefresh is how often the agent reads the ConsumerGroup again when no new generation made it.
 const topicsRefresh = time.Minute
@@ -109,29 +107,10 @@ func (g *groupTopics) run(ctx context.Context, client *member.Client) {
 	}
 }
 
-// consumerGroupTopics is what assignedTopics reads of a ConsumerGroup.
-type consumerGroupTopics struct {
-	Metadata struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-	Spec struct {
-		MessageModel string `json:"messageModel"`
-		Topics       []struct {
-			Name string `json:"name"`
-		} `json:"topics"`
-		NameServer *struct {
-			GroupName  string `json:"groupName"`
-			RetryTopic string `json:"retryTopic"`
-		} `json:"nameServer"`
-	} `json:"spec"`
-}
-
 // assignedTopics are the topics the operator assigns in the ConsumerGroup data holds, sorted: those of
-// spec.topics and, when the group has spec.nameServer, does not set retryTopic Ignore and does not
-// broadcast, its retry topic %RETRY%<groupName> (groupName defaulting to the group's name), as the
-// operator decides it (docs/nameserver.md).
+// spec.topics and the group's retry topic when the operator assigns it (v1alpha1.ConsumerGroup.RetryTopic).
 func assignedTopics(data []byte) ([]string, error) {
-	var g consumerGroupTopics
+	var g v1alpha1.ConsumerGroup
 	if err := json.Unmarshal(data, &g); err != nil {
 		return nil, fmt.Errorf("decoding the ConsumerGroup: %w", err)
 	}
@@ -141,12 +120,8 @@ func assignedTopics(data []byte) ([]string, error) {
 			topics = append(topics, t.Name)
 		}
 	}
-	if ns := g.Spec.NameServer; ns != nil && ns.RetryTopic != "Ignore" && g.Spec.MessageModel != "Broadcasting" {
-		name := ns.GroupName
-		if name == "" {
-			name = g.Metadata.Name
-		}
-		topics = append(topics, retryTopicPrefix+name)
+	if retry := g.RetryTopic(); retry != "" {
+		topics = append(topics, retry)
 	}
 	slices.Sort(topics)
 	return slices.Compact(topics), nil
