@@ -354,7 +354,8 @@ func TestRandomizedHandoff(t *testing.T) {
 	for _, k := range unreadByKind(own.Gaps(), historyAt, kinds) {
 		t.Logf("unread after %-55s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest.Round(time.Millisecond))
 		if k.longest > 20*time.Second {
-			t.Errorf("after %s a queue went unread for %s, more than 20 s", k.kind, k.longest)
+			t.Errorf("after %s a queue went unread for %s, more than 20 s: %s; %s", k.kind, k.longest, k.longestGap,
+				eventsDuring(k.longestGap, historyAt, kinds))
 		}
 	}
 	// Conflicts, objects deleted under the operator and restarts are normal: none of them is an error.
@@ -381,17 +382,59 @@ func TestRandomizedHandoff(t *testing.T) {
 	}
 }
 
+// A gap over the bound names the events that fell within it and counts each gap for the event before it.
+func TestUnreadByKindNamesTheEventsWithinTheLongestGap(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 7, 41, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	historyAt := []time.Time{at(0), at(1), at(2), at(3), at(5), at(6)}
+	kinds := []string{"member stops renewing", "hostile Lease", "kill", "kill", "operator restart", "scale-up"}
+	long := testenv.Gap{From: at(1), To: at(5)}
+	short := testenv.Gap{From: at(0.5), To: at(1.5)}
+	stats := unreadByKind([]testenv.Gap{short, long}, historyAt, kinds)
+	if len(stats) != 2 || stats[0].kind != "hostile Lease" || stats[1].kind != "member stops renewing" {
+		t.Fatalf("unreadByKind = %+v; want one gap counted for the hostile Lease and one for the member that stopped renewing", stats)
+	}
+	if got := stats[0].longestGap; got != long || stats[0].longest != 4*time.Second {
+		t.Errorf("longest gap after the hostile Lease = %s (%s); want %s", got, stats[0].longest, long)
+	}
+	want := "3 events fell within it: 2 kill; 1 operator restart"
+	if got := eventsDuring(long, historyAt, kinds); got != want {
+		t.Errorf("eventsDuring = %q; want %q", got, want)
+	}
+}
+
 // unreadStats are the times queues went unread after one kind of event.
 type unreadStats struct {
 	kind         string
 	n            int
 	p99, longest time.Duration
+	// longestGap is the gap that lasted longest.
+	longestGap testenv.Gap
+}
+
+// eventsDuring says how many events (kinds, at historyAt) fell within gap, and of which kinds, to tell
+// one failure from faults that stacked up while a queue waited.
+func eventsDuring(gap testenv.Gap, historyAt []time.Time, kinds []string) string {
+	byKind := map[string]int{}
+	n := 0
+	for i, at := range historyAt {
+		if i < len(kinds) && at.After(gap.From) && !at.After(gap.To) {
+			n++
+			byKind[kinds[i]]++
+		}
+	}
+	var each []string
+	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
+		each = append(each, fmt.Sprintf("%d %s", byKind[kind], kind))
+	}
+	return fmt.Sprintf("%d events fell within it: %s", n, strings.Join(each, "; "))
 }
 
 // unreadByKind counts each gap for the kind of the last event (kinds, at historyAt) at or before its start,
 // by kind.
 func unreadByKind(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []unreadStats {
 	byKind := map[string][]time.Duration{}
+	longest := map[string]testenv.Gap{}
 	for _, g := range gaps {
 		i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(g.From) }) - 1
 		kind := "the start"
@@ -399,12 +442,15 @@ func unreadByKind(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []u
 			kind = kinds[i]
 		}
 		byKind[kind] = append(byKind[kind], g.To.Sub(g.From))
+		if l, ok := longest[kind]; !ok || g.To.Sub(g.From) > l.To.Sub(l.From) {
+			longest[kind] = g
+		}
 	}
 	var out []unreadStats
 	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
 		d := byKind[kind]
 		slices.Sort(d)
-		out = append(out, unreadStats{kind: kind, n: len(d), p99: d[(len(d)*99)/100], longest: d[len(d)-1]})
+		out = append(out, unreadStats{kind: kind, n: len(d), p99: d[(len(d)*99)/100], longest: d[len(d)-1], longestGap: longest[kind]})
 	}
 	return out
 }
