@@ -3,6 +3,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -170,18 +171,20 @@ func TestDrainReleasesQueuesBeforeDeletion(t *testing.T) {
 	}
 }
 
-// TestRandomizedHandoff plays random scale-ups, drained scale-downs, restarts under the same name, kills,
-// members that stop renewing, operator restarts, the assignment deleted or corrupted, claims corrupted,
-// partitioned members force-deleted (and replaced under their name) and slow applications against a
-// Cooperative group whose members run the member package. It checks from what the members read that no
-// queue ever had two readers, that every queue is read again within the bound after its reader left, and
-// that the group settles.
 // randomizedMemberOptions are TestRandomizedHandoff's members: a 6 s Lease (renewed every 2 s, overdue
 // after 3 s) and a promise of 2 s (1 s contact timeout, 1 s stop timeout), so that revocations lapse by
 // the promise well before Leases run out, and both ways for a claim to let go are played.
 var randomizedMemberOptions = testenv.MemberOptions{LeaseDuration: 6 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
 	ContactTimeout: time.Second, StopTimeout: time.Second}
 
+// TestRandomizedHandoff plays random scale-ups, drained scale-downs, restarts under the same name, kills,
+// members that stop renewing, operator restarts, the assignment deleted or corrupted, claims corrupted,
+// partitioned members force-deleted (and replaced under their name), Lease deletions, hostile Leases and
+// slow applications against a Cooperative group whose members run the member package. Most events come
+// faster than handoffs finish; one in isolatedEvery is a single failure, played on a settled group with
+// the operator restarting up to twice during its handoff. It checks from what the members read that no
+// queue ever had two readers, that a single failure leaves no queue unread for more than 20 s, that no
+// queue waits more than 20 s after the last event, and that the group settles.
 func TestRandomizedHandoff(t *testing.T) {
 	const queues = 24
 	const revokeTimeout = 4
@@ -214,8 +217,15 @@ func TestRandomizedHandoff(t *testing.T) {
 	counts := map[string]int{}
 	var history, kinds []string
 	var historyAt []time.Time
+	var alone []isolatedFailure
 	errorsBefore := len(loggedReconcilerErrors())
 	for i := 0; i < *handoffEvents; i++ {
+		// One event in isolatedEvery is a single failure: played on a settled group, with nothing else
+		// until the group has settled again, except the operator restarting at any point of its handoff.
+		isolated := i%isolatedEvery == isolatedEvery/2 && len(live) >= 2
+		if isolated {
+			waitForSettled(t, ns, "r", own, queues, len(live))
+		}
 		names := make([]string, 0, len(live))
 		for n := range live {
 			names = append(names, n)
@@ -226,6 +236,9 @@ func TestRandomizedHandoff(t *testing.T) {
 			victim = live[names[rng.IntN(len(names))]]
 		}
 		action := rng.IntN(18)
+		if isolated {
+			action = isolatedActions[rng.IntN(len(isolatedActions))]
+		}
 		victimName := ""
 		if victim != nil {
 			victimName = victim.Reader()
@@ -327,7 +340,20 @@ func TestRandomizedHandoff(t *testing.T) {
 		for _, k := range kind {
 			history[i] += " (" + k + ")"
 		}
+		if isolated {
+			// The operator is restarted up to twice at a random point of the handoff the failure began.
+			for range rng.IntN(3) {
+				time.Sleep(time.Duration(rng.IntN(4000)) * time.Millisecond)
+				stopOperator()
+				stopOperator = startManager(t, ns)
+				history[i] += fmt.Sprintf(", operator restarted %s after", time.Since(historyAt[i]).Round(time.Millisecond))
+			}
+		}
 		t.Logf("%s", history[i])
+		if isolated {
+			waitForSettled(t, ns, "r", own, queues, len(live))
+			alone = append(alone, isolatedFailure{kind: kinds[i], from: historyAt[i], to: time.Now()})
+		}
 		// Events come faster than handoffs finish, except now and then, when the group may settle.
 		if rng.IntN(10) == 0 && len(live) > 0 {
 			waitForSettled(t, ns, "r", own, queues, len(live))
@@ -344,18 +370,30 @@ func TestRandomizedHandoff(t *testing.T) {
 		m.Stop()
 	}
 	t.Logf("events: %d %v; %d holdings; longest time a queue went unread: %s", *handoffEvents, counts, own.Holdings(), own.LongestGap())
-	// Each time a queue went unread counts for the kind of the last event before it started. No single
-	// failure of any kind leaves a queue unread for more than 20 s.
-	for _, g := range own.Gaps() {
+	gaps := own.Gaps()
+	for _, g := range gaps {
 		if g.To.Sub(g.From) > 12*time.Second {
-			t.Logf("long gap: %s", g)
+			t.Logf("long gap: %s; %s", g, eventsDuring(g, historyAt, kinds))
 		}
 	}
-	for _, k := range unreadByKind(own.Gaps(), historyAt, kinds) {
-		t.Logf("unread after %-55s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest().Round(time.Millisecond))
+	// A single failure leaves no queue unread for more than 20 s, the operator restarting during its
+	// handoff or not.
+	for _, k := range unreadAfterIsolated(gaps, alone) {
+		t.Logf("single %-55s %3d gaps, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest().Round(time.Millisecond))
 		if k.longest() > 20*time.Second {
-			t.Errorf("after %s a queue went unread for %s, more than 20 s: %s; %s", k.kind, k.longest(), k.longestGap,
-				eventsDuring(k.longestGap, historyAt, kinds))
+			t.Errorf("after a single %s a queue went unread for %s, more than 20 s: %s", k.kind, k.longest(), k.longestGap)
+		}
+	}
+	// Faults that come faster than handoffs finish add up: each may begin a wait before the last one ends
+	// (a hostile Lease renewed for ever holds back the queues it claims for ever, as docs/threat-model.md
+	// says). What is bounded is the wait after the last of them.
+	for _, k := range unreadByKind(gaps, historyAt, kinds) {
+		t.Logf("unread after %-55s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest().Round(time.Millisecond))
+	}
+	for _, k := range unreadAfterLastEvent(gaps, historyAt, kinds) {
+		t.Logf("unread once the last event was %-40s %5d times, p99 %8s, longest %8s", k.kind, k.n, k.p99.Round(time.Millisecond), k.longest().Round(time.Millisecond))
+		if k.longest() > 20*time.Second {
+			t.Errorf("a queue went unread for %s after the last event, %s, more than 20 s: %s", k.longest(), k.kind, k.longestGap)
 		}
 	}
 	// Conflicts, objects deleted under the operator and restarts are normal: none of them is an error.
@@ -365,21 +403,20 @@ func TestRandomizedHandoff(t *testing.T) {
 	if len(own.Violations()) > 0 {
 		t.Fatalf("queues had two readers at once: %v", own.Violations())
 	}
-	// A queue goes unread from its reader's release until the next reader picks it up: at most the revoke
-	// timeout (an unresponsive old owner), plus twice the Lease duration (a hung member is noticed when its
-	// Lease expires), plus time for the operator and the API server.
-	if bound := time.Duration(revokeTimeout)*time.Second + 2*randomizedMemberOptions.LeaseDuration + 5*time.Second; own.LongestGap() > bound {
-		// The events from a lease duration and a revoke timeout before the gap to its end, to tell which
-		// faults added up.
-		gap := own.Longest()
-		var during []string
-		for i, at := range historyAt {
-			if !at.Before(gap.From.Add(-time.Duration(revokeTimeout)*time.Second-randomizedMemberOptions.LeaseDuration)) && !at.After(gap.To) {
-				during = append(during, history[i])
-			}
-		}
-		t.Errorf("a queue went unread for %s, more than %s: %s; events then:\n%s", own.LongestGap(), bound, gap, strings.Join(during, "\n"))
-	}
+}
+
+// isolatedEvery is how often TestRandomizedHandoff plays a single failure: 100 times in 10,000 events.
+const isolatedEvery = 100
+
+// isolatedActions are the actions TestRandomizedHandoff plays as single failures: a scale-up and a drained
+// scale-down (a handoff for the operator restarts to fall into), a restart under the same name, a kill, a
+// member that stops renewing, and a partitioned member force-deleted, with its Lease deleted or not.
+var isolatedActions = []int{0, 3, 5, 7, 8, 13, 16}
+
+// isolatedFailure is one failure played on a settled group, from its event until the group settled again.
+type isolatedFailure struct {
+	kind     string
+	from, to time.Time
 }
 
 // A gap over the bound names the events that fell within it and counts each gap for the event before it.
@@ -400,6 +437,42 @@ func TestUnreadByKindNamesTheEventsWithinTheLongestGap(t *testing.T) {
 	want := "3 events fell within it: 2 kill; 1 operator restart"
 	if got := eventsDuring(long, historyAt, kinds); got != want {
 		t.Errorf("eventsDuring = %q; want %q", got, want)
+	}
+}
+
+// A gap counts from the last event within it, and within a single failure only when it fell inside that
+// failure's window.
+func TestUnreadAfterLastEventAndAfterIsolated(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 7, 41, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	historyAt := []time.Time{at(0), at(1), at(4), at(30), at(40)}
+	kinds := []string{"kill", "hostile Lease", "operator restart", "kill", "member stops renewing"}
+	// 0.5 s to 25 s: the last event within it is the operator restart at 4 s, 21 s before its end.
+	chained := testenv.Gap{From: at(0.5), To: at(25)}
+	// 31 s to 33 s: no event within it; it counts from its start, for the kill at 30 s.
+	quiet := testenv.Gap{From: at(31), To: at(33)}
+	// 41 s to 52 s: inside the single failure at 40 s.
+	single := testenv.Gap{From: at(41), To: at(52)}
+	gaps := []testenv.Gap{chained, quiet, single}
+
+	after := unreadAfterLastEvent(gaps, historyAt, kinds)
+	if len(after) != 3 || after[0].kind != "kill" || after[1].kind != "member stops renewing" || after[2].kind != "operator restart" {
+		t.Fatalf("unreadAfterLastEvent = %+v; want kill, member stops renewing, operator restart", after)
+	}
+	for i, want := range []time.Duration{2 * time.Second, 11 * time.Second, 21 * time.Second} {
+		if got := after[i].longest(); got != want {
+			t.Errorf("after the last event, %s: longest %s; want %s", after[i].kind, got, want)
+		}
+	}
+
+	alone := []isolatedFailure{
+		{kind: "member stops renewing", from: at(40), to: at(53)},
+		{kind: "kill", from: at(30), to: at(32)}, // the quiet gap ends after this window: not counted
+	}
+	single1 := unreadAfterIsolated(gaps, alone)
+	if len(single1) != 2 || single1[0].kind != "kill" || single1[0].n != 0 ||
+		single1[1].kind != "member stops renewing" || single1[1].n != 1 || single1[1].longestGap != single {
+		t.Fatalf("unreadAfterIsolated = %+v; want no gap for the kill and the 11 s gap for the member that stopped renewing", single1)
 	}
 }
 
@@ -436,24 +509,64 @@ func eventsDuring(gap testenv.Gap, historyAt []time.Time, kinds []string) string
 // unreadByKind counts each gap for the kind of the last event (kinds, at historyAt) at or before its start,
 // by kind.
 func unreadByKind(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []unreadStats {
-	byKind := map[string][]time.Duration{}
-	longest := map[string]testenv.Gap{}
+	byKind := map[string][]testenv.Gap{}
 	for _, g := range gaps {
-		i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(g.From) }) - 1
-		kind := "the start"
-		if i >= 0 && i < len(kinds) {
-			kind = kinds[i]
+		kind := kindBefore(g.From, historyAt, kinds)
+		byKind[kind] = append(byKind[kind], g)
+	}
+	return statsByKind(byKind)
+}
+
+// unreadAfterLastEvent counts each gap from the last event (kinds, at historyAt) at or before its end, or
+// from its start when no event fell within it, for the kind of that event: how long the queue still waited
+// once nothing else happened.
+func unreadAfterLastEvent(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []unreadStats {
+	byKind := map[string][]testenv.Gap{}
+	for _, g := range gaps {
+		i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(g.To) }) - 1
+		kind := kindBefore(g.From, historyAt, kinds)
+		if i >= 0 && i < len(kinds) && historyAt[i].After(g.From) {
+			g.From, kind = historyAt[i], kinds[i]
 		}
-		byKind[kind] = append(byKind[kind], g.To.Sub(g.From))
-		if l, ok := longest[kind]; !ok || g.To.Sub(g.From) > l.To.Sub(l.From) {
-			longest[kind] = g
+		byKind[kind] = append(byKind[kind], g)
+	}
+	return statsByKind(byKind)
+}
+
+// unreadAfterIsolated counts the gaps that fell within each single failure (alone), by its kind.
+func unreadAfterIsolated(gaps []testenv.Gap, alone []isolatedFailure) []unreadStats {
+	byKind := map[string][]testenv.Gap{}
+	for _, f := range alone {
+		byKind[f.kind] = nil // a failure that left every queue read counts too
+		for _, g := range gaps {
+			if !g.From.Before(f.from) && !g.To.After(f.to) {
+				byKind[f.kind] = append(byKind[f.kind], g)
+			}
 		}
 	}
+	return statsByKind(byKind)
+}
+
+// kindBefore is the kind of the last event (kinds, at historyAt) at or before t.
+func kindBefore(t time.Time, historyAt []time.Time, kinds []string) string {
+	if i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(t) }) - 1; i >= 0 && i < len(kinds) {
+		return kinds[i]
+	}
+	return "the start"
+}
+
+// statsByKind sums up gaps by kind, sorted by kind.
+func statsByKind(byKind map[string][]testenv.Gap) []unreadStats {
 	var out []unreadStats
 	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
-		d := byKind[kind]
-		slices.Sort(d)
-		out = append(out, unreadStats{kind: kind, n: len(d), p99: d[(len(d)*99)/100], longestGap: longest[kind]})
+		gaps := slices.SortedFunc(slices.Values(byKind[kind]), func(a, b testenv.Gap) int {
+			return cmp.Compare(a.To.Sub(a.From), b.To.Sub(b.From))
+		})
+		s := unreadStats{kind: kind, n: len(gaps)}
+		if len(gaps) > 0 {
+			s.p99, s.longestGap = gaps[(len(gaps)*99)/100].To.Sub(gaps[(len(gaps)*99)/100].From), gaps[len(gaps)-1]
+		}
+		out = append(out, s)
 	}
 	return out
 }
