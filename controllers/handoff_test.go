@@ -468,6 +468,7 @@ func TestUnreadAfterLastEventAndAfterIsolated(t *testing.T) {
 	alone := []isolatedFailure{
 		{kind: "member stops renewing", from: at(40), to: at(53)},
 		{kind: "kill", from: at(30), to: at(32)}, // the quiet gap ends after this window: not counted
+		{kind: "member stops renewing", from: at(60), to: at(70)}, // a later one of the same kind, with no gap
 	}
 	single1 := unreadAfterIsolated(gaps, alone)
 	if len(single1) != 2 || single1[0].kind != "kill" || single1[0].n != 0 ||
@@ -537,7 +538,9 @@ func unreadAfterLastEvent(gaps []testenv.Gap, historyAt []time.Time, kinds []str
 func unreadAfterIsolated(gaps []testenv.Gap, alone []isolatedFailure) []unreadStats {
 	byKind := map[string][]testenv.Gap{}
 	for _, f := range alone {
-		byKind[f.kind] = nil // a failure that left every queue read counts too
+		if _, ok := byKind[f.kind]; !ok {
+			byKind[f.kind] = nil // a failure that left every queue read counts too
+		}
 		for _, g := range gaps {
 			if !g.From.Before(f.from) && !g.To.After(f.to) {
 				byKind[f.kind] = append(byKind[f.kind], g)
