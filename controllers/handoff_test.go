@@ -467,7 +467,7 @@ func TestUnreadAfterLastEventAndAfterIsolated(t *testing.T) {
 
 	alone := []isolatedFailure{
 		{kind: "member stops renewing", from: at(40), to: at(53)},
-		{kind: "kill", from: at(30), to: at(32)}, // the quiet gap ends after this window: not counted
+		{kind: "kill", from: at(30), to: at(32)},                  // the quiet gap ends after this window: not counted
 		{kind: "member stops renewing", from: at(60), to: at(70)}, // a later one of the same kind, with no gap
 	}
 	single1 := unreadAfterIsolated(gaps, alone)
