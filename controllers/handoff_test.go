@@ -372,7 +372,7 @@ func TestRandomizedHandoff(t *testing.T) {
 	t.Logf("events: %d %v; %d holdings; longest time a queue went unread: %s", *handoffEvents, counts, own.Holdings(), own.LongestGap())
 	gaps := own.Gaps()
 	for _, g := range gaps {
-		if g.To.Sub(g.From) > 12*time.Second {
+		if g.Length() > 12*time.Second {
 			t.Logf("long gap: %s; %s", g, eventsDuring(g, historyAt, kinds))
 		}
 	}
@@ -487,7 +487,7 @@ type unreadStats struct {
 }
 
 // longest is how long the longest gap lasted.
-func (s unreadStats) longest() time.Duration { return s.longestGap.To.Sub(s.longestGap.From) }
+func (s unreadStats) longest() time.Duration { return s.longestGap.Length() }
 
 // eventsDuring says how many events (kinds, at historyAt) fell within gap, and of which kinds, to tell
 // one failure from faults that stacked up while a queue waited.
@@ -524,9 +524,8 @@ func unreadByKind(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []u
 func unreadAfterLastEvent(gaps []testenv.Gap, historyAt []time.Time, kinds []string) []unreadStats {
 	byKind := map[string][]testenv.Gap{}
 	for _, g := range gaps {
-		i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(g.To) }) - 1
 		kind := kindBefore(g.From, historyAt, kinds)
-		if i >= 0 && i < len(kinds) && historyAt[i].After(g.From) {
+		if i := lastEventAt(g.To, historyAt, kinds); i >= 0 && historyAt[i].After(g.From) {
 			g.From, kind = historyAt[i], kinds[i]
 		}
 		byKind[kind] = append(byKind[kind], g)
@@ -550,9 +549,18 @@ func unreadAfterIsolated(gaps []testenv.Gap, alone []isolatedFailure) []unreadSt
 	return statsByKind(byKind)
 }
 
+// lastEventAt is the index of the last event (kinds, at historyAt) at or before t; -1 for none, or for an
+// event whose kind is not known yet.
+func lastEventAt(t time.Time, historyAt []time.Time, kinds []string) int {
+	if i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(t) }) - 1; i < len(kinds) {
+		return i
+	}
+	return -1
+}
+
 // kindBefore is the kind of the last event (kinds, at historyAt) at or before t.
 func kindBefore(t time.Time, historyAt []time.Time, kinds []string) string {
-	if i := sort.Search(len(historyAt), func(i int) bool { return historyAt[i].After(t) }) - 1; i >= 0 && i < len(kinds) {
+	if i := lastEventAt(t, historyAt, kinds); i >= 0 {
 		return kinds[i]
 	}
 	return "the start"
@@ -562,12 +570,10 @@ func kindBefore(t time.Time, historyAt []time.Time, kinds []string) string {
 func statsByKind(byKind map[string][]testenv.Gap) []unreadStats {
 	var out []unreadStats
 	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
-		gaps := slices.SortedFunc(slices.Values(byKind[kind]), func(a, b testenv.Gap) int {
-			return cmp.Compare(a.To.Sub(a.From), b.To.Sub(b.From))
-		})
+		gaps := slices.SortedFunc(slices.Values(byKind[kind]), func(a, b testenv.Gap) int { return cmp.Compare(a.Length(), b.Length()) })
 		s := unreadStats{kind: kind, n: len(gaps)}
 		if len(gaps) > 0 {
-			s.p99, s.longestGap = gaps[(len(gaps)*99)/100].To.Sub(gaps[(len(gaps)*99)/100].From), gaps[len(gaps)-1]
+			s.p99, s.longestGap = gaps[len(gaps)*99/100].Length(), gaps[len(gaps)-1]
 		}
 		out = append(out, s)
 	}

@@ -163,8 +163,11 @@ type Gap struct {
 	Released, Took string
 }
 
+// Length is how long the queue went unread.
+func (g Gap) Length() time.Duration { return g.To.Sub(g.From) }
+
 func (g Gap) String() string {
-	return fmt.Sprintf("%s unread for %s, from %s (%s let go) to %s (%s took it)", g.Queue, g.To.Sub(g.From),
+	return fmt.Sprintf("%s unread for %s, from %s (%s let go) to %s (%s took it)", g.Queue, g.Length(),
 		g.From.Format("15:04:05.000"), g.Released, g.To.Format("15:04:05.000"), g.Took)
 }
 
