@@ -129,7 +129,7 @@ func TestDemo(t *testing.T) {
 	// few outside their broker's zone as balance allows. How many that is depends on where the scheduler
 	// put the pods: 2 (the members of 3 each give one up) when that keeps the zones, one more for each queue
 	// a chain of moves keeps in its zone.
-	kubectl("cg", "plan", "orders", "--replicas", "6")
+	table := kubectl("cg", "plan", "orders", "--replicas", "6")
 	var planned struct {
 		Moved, MinLoad, MaxLoad, CrossZone, MinCrossZone int
 		Members                                          []struct{ Pod, Zone string }
@@ -151,6 +151,9 @@ func TestDemo(t *testing.T) {
 		planned.MinCrossZone != wantCross || planned.Moved != wantMoved {
 		t.Errorf("kubectl cg plan orders --replicas 6 plans %+v; want 6 members of 2 queues, %d outside their zone, %d moved",
 			planned, wantCross, wantMoved)
+	}
+	if want := fmt.Sprintf("%d of 12 queues move; 6 members read 2 to 2 queues each", wantMoved); !strings.Contains(table, want) {
+		t.Errorf("kubectl cg plan orders --replicas 6 says:\n%s\nwant %q", table, want)
 	}
 
 	kubectl("delete", "cg", "orders")
