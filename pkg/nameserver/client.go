@@ -5,15 +5,16 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
-	"os"
+	"net/netip"
 	"slices"
-	"strings"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -58,13 +59,28 @@ func (c *Credentials) Sign(cmd *Command, body []byte) {
 
 // Client asks name servers for routes.
 type Client struct {
-	// Dial opens a connection; a net.Dialer's when nil.
+	// Dial opens a connection; a net.Dialer's when nil. It is a hook for tests: when set, Egress checks
+	// only addresses whose host is an IP literal, before calling it, as the names Dial resolves are out
+	// of sight.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Egress, when set, is where the Client may connect: an address whose host is an IP literal is
+	// checked before anything is dialled, and the net.Dialer checks every address a name resolves to
+	// just before it connects to it, so a name cannot lead elsewhere between a check and a connection.
+	// A destination not allowed fails with ReasonNotAllowed, with no connection opened.
+	Egress *Egress
+	// TLS, when set, speaks TLS over every connection (RocketMQ's TLS is TLS around the same frames),
+	// with a clone of this configuration whose ServerName is the dialled host when empty. The handshake
+	// is part of the first request, within its deadline.
+	TLS *tls.Config
 	// Timeout bounds each request, connection included; DefaultTimeout when zero.
 	Timeout time.Duration
-	// Credentials, when set, sign each request.
+	// Credentials, when set, sign each request. They are sent over TLS only: without TLS and without
+	// PlaintextCredentials, Routes dials nothing and fails every name server with ReasonDenied.
 	Credentials *Credentials
-	opaque      atomic.Int32
+	// PlaintextCredentials lets Credentials be sent without TLS, where anybody on the path can read the
+	// access key and replay signed requests.
+	PlaintextCredentials bool
+	opaque               atomic.Int32
 }
 
 // Answer is a name server's answer about one topic: its route, or that it does not exist.
@@ -73,34 +89,18 @@ type Answer struct {
 	Absent bool
 }
 
-// Reasons a name server could not be read, for conditions and metrics.
-const (
-	ReasonUnreachable = "Unreachable" // the connection could not be opened or was closed
-	ReasonTimeout     = "Timeout"     // no answer within the timeout
-	ReasonGarbled     = "Garbled"     // the answer cannot be read
-	ReasonRejected    = "Rejected"    // the name server answered with an error code
-)
-
-// Error is a failure to read from one name server.
-type Error struct {
-	Addr   string
-	Topic  string
-	Reason string
-	Err    error
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("name server %s, topic %s: %s", e.Addr, e.Topic, e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
 // Routes asks the name servers addrs, in turn, for the route of each topic: it starts with the first,
 // and moves on to the next for the topics left whenever one fails. It returns the answers it got, the
 // address that gave the last of them, and every failure met on the way. A topic missing from the answers
 // could be read from none of them.
 func (c *Client) Routes(ctx context.Context, addrs, topics []string) (answers map[string]Answer, answeredBy string, errs []*Error) {
 	answers = map[string]Answer{}
+	if len(topics) > 0 && c.Credentials != nil && c.TLS == nil && !c.PlaintextCredentials {
+		for _, addr := range addrs {
+			errs = append(errs, &Error{Addr: addr, Topic: topics[0], Reason: ReasonDenied, Err: ErrDenied})
+		}
+		return answers, "", errs
+	}
 	left := slices.Clone(topics)
 	for _, addr := range addrs {
 		if len(left) == 0 || ctx.Err() != nil {
@@ -128,8 +128,10 @@ func (c *Client) ask(ctx context.Context, addr string, topics []string, answers 
 	fail := func(topic string, err error) *Error {
 		return &Error{Addr: addr, Topic: topic, Reason: reasonOf(err), Err: err}
 	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	conn, err := c.dial(dctx, addr)
+	// The first request's deadline covers the dial and the TLS handshake too.
+	deadline := requestDeadline(ctx, timeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	conn, err := c.connect(dctx, addr, deadline)
 	cancel()
 	if err != nil {
 		return 0, fail(topics[0], err)
@@ -139,9 +141,8 @@ func (c *Client) ask(ctx context.Context, addr string, topics []string, answers 
 	defer stop()
 	r := bufio.NewReader(conn)
 	for i, topic := range topics {
-		deadline := time.Now().Add(timeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
+		if i > 0 {
+			deadline = requestDeadline(ctx, timeout)
 		}
 		if err := conn.SetDeadline(deadline); err != nil {
 			return i, fail(topic, err)
@@ -155,11 +156,89 @@ func (c *Client) ask(ctx context.Context, addr string, topics []string, answers 
 	return len(topics), nil
 }
 
+// requestDeadline is when a request starting now must end: after timeout, or at ctx's deadline if sooner.
+func requestDeadline(ctx context.Context, timeout time.Duration) time.Time {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline
+}
+
+// connect dials addr, if Egress allows it, and shakes hands over TLS if the Client speaks it, all
+// before deadline.
+func (c *Client) connect(ctx context.Context, addr string, deadline time.Time) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if c.Egress != nil {
+		if err := c.checkLiteral(addr); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := c.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if c.TLS == nil {
+		return conn, nil
+	}
+	cfg := c.TLS.Clone()
+	if cfg.ServerName == "" {
+		// A zone (fe80::1%eth0) is no part of a name a certificate carries.
+		if ip, err := netip.ParseAddr(host); err == nil {
+			host = ip.WithZone("").String()
+		}
+		cfg.ServerName = host
+	}
+	tc := tls.Client(conn, cfg)
+	if err := conn.SetDeadline(deadline); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, handshakeError(err)
+	}
+	return tc, nil
+}
+
+// checkLiteral refuses addr if its host is an IP literal Egress does not allow, or if its port is not
+// a number (a service name would be resolved out of sight). Host names are checked as they resolve.
+func (c *Client) checkLiteral(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("%w: port %q is not a number", ErrNotAllowed, port)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	if !c.Egress.Allows(netip.AddrPortFrom(ip, uint16(p))) {
+		return fmt.Errorf("%w: %s", ErrNotAllowed, addr)
+	}
+	return nil
+}
+
 func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 	if c.Dial != nil {
 		return c.Dial(ctx, "tcp", addr)
 	}
 	var d net.Dialer
+	if c.Egress != nil {
+		d.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || !c.Egress.Allows(ap) {
+				return fmt.Errorf("%w: %s", ErrNotAllowed, address)
+			}
+			return nil
+		}
+	}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
@@ -198,36 +277,4 @@ func (c *Client) askOne(conn net.Conn, r *bufio.Reader, topic string) (Answer, e
 		}
 	}
 	return Answer{}, fmt.Errorf("%w: %d frames without the answer", ErrGarbled, maxSkippedFrames)
-}
-
-type rejected struct {
-	code   int
-	remark string
-}
-
-func (e *rejected) Error() string { return fmt.Sprintf("answered code %d: %q", e.code, e.remark) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
-
-// reasonOf classifies a failure.
-func reasonOf(err error) string {
-	var rej *rejected
-	switch {
-	case errors.As(err, &rej):
-		return ReasonRejected
-	case errors.Is(err, ErrGarbled):
-		return ReasonGarbled
-	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return ReasonTimeout
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return ReasonTimeout
-	}
-	return ReasonUnreachable
 }

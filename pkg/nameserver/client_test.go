@@ -39,7 +39,7 @@ func TestRoutesTriesNameServersInTurn(t *testing.T) {
 	if by != good.Addr {
 		t.Errorf("answered by %s, want %s", by, good.Addr)
 	}
-	wantReasons := []string{nameserver.ReasonUnreachable, nameserver.ReasonTimeout, nameserver.ReasonGarbled, nameserver.ReasonGarbled}
+	wantReasons := []string{nameserver.ReasonRefused, nameserver.ReasonTimeout, nameserver.ReasonGarbled, nameserver.ReasonGarbled}
 	if len(errs) != len(wantReasons) {
 		t.Fatalf("errors %v, want reasons %v", errs, wantReasons)
 	}

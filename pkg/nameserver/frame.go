@@ -86,8 +86,13 @@ func WriteFrame(w io.Writer, cmd Command, body []byte) error {
 // ErrGarbled wraps every error about what was read, as opposed to how (a timeout, a closed connection).
 var ErrGarbled = errors.New("garbled frame")
 
-// ReadFrame reads one frame of at most maxFrame bytes (MaxFrame when 0) from r. It allocates no more than
-// the frame's announced length, after checking it.
+// readChunk is how much ReadFrame allocates before a frame's bytes arrive: a peer announcing a frame of
+// MaxFrame bytes and sending few costs this much, not MaxFrame.
+const readChunk = 64 << 10
+
+// ReadFrame reads one frame of at most maxFrame bytes (MaxFrame when 0) from r. It checks the frame's
+// announced length before allocating anything, then allocates as the bytes arrive: at most readChunk
+// bytes, or twice what has arrived, and never more than the announced length.
 func ReadFrame(r io.Reader, maxFrame int) (Command, []byte, error) {
 	if maxFrame <= 0 {
 		maxFrame = MaxFrame
@@ -100,15 +105,25 @@ func ReadFrame(r io.Reader, maxFrame int) (Command, []byte, error) {
 	if size < 4 || size > uint32(maxFrame) {
 		return Command{}, nil, fmt.Errorf("%w: length %d, want 4 to %d", ErrGarbled, size, maxFrame)
 	}
-	frame := make([]byte, size)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	frame := make([]byte, min(int(size), readChunk))
+	read := 0
+	for {
+		n, err := io.ReadFull(r, frame[read:])
+		read += n
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return Command{}, nil, err
 		}
-		return Command{}, nil, err
+		if read == int(size) {
+			break
+		}
+		grown := make([]byte, min(2*len(frame), int(size)))
+		copy(grown, frame[:read])
+		frame = grown
 	}
-	cmd, body, err := DecodeFrame(frame)
-	return cmd, body, err
+	return DecodeFrame(frame)
 }
 
 // DecodeFrame decodes a frame without its length prefix: header length, header, body.
@@ -124,9 +139,53 @@ func DecodeFrame(frame []byte) (Command, []byte, error) {
 	if headerLen > len(frame)-4 {
 		return Command{}, nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrGarbled, headerLen, len(frame))
 	}
-	var cmd Command
-	if err := json.Unmarshal(frame[4:4+headerLen], &cmd); err != nil {
+	header := frame[4 : 4+headerLen]
+	if err := checkNumbers(header); err != nil {
 		return Command{}, nil, fmt.Errorf("%w: header: %v", ErrGarbled, err)
 	}
+	var cmd Command
+	if err := json.Unmarshal(header, &cmd); err != nil {
+		return Command{}, nil, fmt.Errorf("%w: header: %s", ErrGarbled, truncate(err.Error(), maxDetail))
+	}
 	return cmd, frame[4+headerLen:], nil
+}
+
+// maxDetail is the most bytes of a decoding error's text kept in the error: the text may quote what the
+// remote sent.
+const maxDetail = 200
+
+// maxNumber is the longest number JSON from a name server may hold, in bytes; the longest int64 takes
+// 20. Longer ones are refused before decoding, which would copy them into its errors.
+const maxNumber = 64
+
+// checkNumbers refuses JSON with a number longer than maxNumber bytes. It looks at runs of the bytes a
+// number is made of outside strings, without parsing: what it lets through is for the decoder to judge.
+func checkNumbers(in []byte) error {
+	inString, escaped := false, false
+	run := 0
+	for i, c := range in {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
+			run++
+			if run > maxNumber {
+				return fmt.Errorf("a number of more than %d bytes at offset %d", maxNumber, i+1-run)
+			}
+			continue
+		case c == '"':
+			inString = true
+		}
+		run = 0
+	}
+	return nil
 }

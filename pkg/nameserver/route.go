@@ -82,13 +82,16 @@ func DecodeRoute(body []byte) (*Route, error) {
 	if len(body) > MaxFrame {
 		return nil, fmt.Errorf("%w: route of %d bytes", ErrGarbled, len(body))
 	}
+	if err := checkNumbers(body); err != nil {
+		return nil, fmt.Errorf("%w: route: %v", ErrGarbled, err)
+	}
 	var r Route
 	dec := json.NewDecoder(bytes.NewReader(quoteBareKeys(body)))
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("%w: route: %v", ErrGarbled, err)
+		return nil, fmt.Errorf("%w: route: %s", ErrGarbled, truncate(err.Error(), maxDetail))
 	}
 	if err := r.check(); err != nil {
-		return nil, fmt.Errorf("%w: route: %v", ErrGarbled, err)
+		return nil, fmt.Errorf("%w: route: %s", ErrGarbled, truncate(err.Error(), maxDetail))
 	}
 	return &r, nil
 }
@@ -118,7 +121,7 @@ func (r *Route) check() error {
 
 func checkName(name string) error {
 	if name == "" || len(name) > MaxNameLength || !utf8.ValidString(name) {
-		return fmt.Errorf("broker name %q: want 1 to %d bytes of UTF-8", name, MaxNameLength)
+		return fmt.Errorf("broker name %q: want 1 to %d bytes of UTF-8", truncate(name, 32), MaxNameLength)
 	}
 	for _, c := range name {
 		if c < 0x20 || c == 0x7f {
