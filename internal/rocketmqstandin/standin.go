@@ -1,16 +1,21 @@
 // Package rocketmqstandin is a RocketMQ name server stand-in for tests: it speaks the remoting protocol
-// (pkg/nameserver's frames) and answers GET_ROUTEINFO_BY_TOPIC from routes a test sets and changes, and
-// can be made to fail: closing every connection, answering junk, or never answering. Requests it does not
-// know go to a handler of the test's, so that one listener can also play a broker.
+// (pkg/nameserver's frames), in clear or over TLS, and answers GET_ROUTEINFO_BY_TOPIC from routes a test
+// sets and changes, and can be made to fail: closing every connection, answering junk, never answering,
+// or answering in ways that cost a careless reader time or memory (slowly, endlessly, with a huge length,
+// or cut short). Requests it does not know go to a handler of the test's, so that one listener can also
+// play a broker.
 package rocketmqstandin
 
 import (
 	"bufio"
+	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"net"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 )
@@ -29,7 +34,19 @@ const (
 	Garbled
 	// Hang reads requests and never answers.
 	Hang
+	// Drip sends the answer Serve would, one byte at a time, a delay (SetDelay) apart.
+	Drip
+	// Endless announces a frame of nameserver.MaxFrame bytes and sends a zero byte every delay
+	// (SetDelay), for as long as the connection lasts.
+	Endless
+	// HugeLength announces a frame of 2 GiB and sends a few bytes of it.
+	HugeLength
+	// CloseMidFrame sends the first half of the answer Serve would, then closes the connection.
+	CloseMidFrame
 )
+
+// DefaultDelay is the delay between the bytes of Drip and Endless until SetDelay sets another.
+const DefaultDelay = 10 * time.Millisecond
 
 // Broker is one broker's part of a topic's route.
 type Broker struct {
@@ -55,6 +72,8 @@ type NameServer struct {
 	requests map[string]int
 	last     nameserver.Command
 	conns    map[net.Conn]bool
+	accepted int
+	delay    time.Duration
 }
 
 // LastRequest is the last route request the stand-in received.
@@ -67,11 +86,27 @@ func (n *NameServer) LastRequest() nameserver.Command {
 // Start runs a stand-in on a loopback port until the test ends.
 func Start(t testing.TB) *NameServer {
 	t.Helper()
+	return start(t, nil)
+}
+
+// StartTLS runs a stand-in that speaks TLS with config (see Certificates) on a loopback port until the
+// test ends.
+func StartTLS(t testing.TB, config *tls.Config) *NameServer {
+	t.Helper()
+	return start(t, config)
+}
+
+func start(t testing.TB, config *tls.Config) *NameServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &NameServer{Addr: ln.Addr().String(), routes: map[string][]Broker{}, requests: map[string]int{}, conns: map[net.Conn]bool{}}
+	if config != nil {
+		ln = tls.NewListener(ln, config)
+	}
+	n := &NameServer{Addr: ln.Addr().String(), routes: map[string][]Broker{}, requests: map[string]int{}, conns: map[net.Conn]bool{},
+		delay: DefaultDelay}
 	go n.accept(ln)
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -110,6 +145,20 @@ func (n *NameServer) SetMode(m Mode) {
 	}
 }
 
+// SetDelay sets the delay between the bytes of Drip and Endless.
+func (n *NameServer) SetDelay(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delay = d
+}
+
+// Accepted is how many connections the stand-in accepted, TLS handshake or not.
+func (n *NameServer) Accepted() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.accepted
+}
+
 // SetHandler sets the handler of the requests that are not route requests.
 func (n *NameServer) SetHandler(h Handler) {
 	n.mu.Lock()
@@ -131,6 +180,7 @@ func (n *NameServer) accept(ln net.Listener) {
 			return
 		}
 		n.mu.Lock()
+		n.accepted++
 		down := n.mode == Down
 		if !down {
 			n.conns[c] = true
@@ -159,19 +209,52 @@ func (n *NameServer) serve(c net.Conn) {
 			return
 		}
 		go func() {
-			out, ok := n.answer(req, body)
+			out, mode, ok := n.answer(req, body)
 			if !ok {
 				return
 			}
 			writeMu.Lock()
 			defer writeMu.Unlock()
-			_, _ = c.Write(out)
+			n.send(c, out, mode)
 		}()
 	}
 }
 
-// answer is the bytes that answer req; ok false sends nothing.
-func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, ok bool) {
+// send writes out to c as mode says.
+func (n *NameServer) send(c net.Conn, out []byte, mode Mode) {
+	n.mu.Lock()
+	delay := n.delay
+	n.mu.Unlock()
+	switch mode {
+	case Drip:
+		for i := range out {
+			if _, err := c.Write(out[i : i+1]); err != nil {
+				return
+			}
+			time.Sleep(delay)
+		}
+	case Endless:
+		if _, err := c.Write(binary.BigEndian.AppendUint32(nil, nameserver.MaxFrame)); err != nil {
+			return
+		}
+		for {
+			if _, err := c.Write([]byte{0}); err != nil {
+				return
+			}
+			time.Sleep(delay)
+		}
+	case HugeLength:
+		_, _ = c.Write(append(binary.BigEndian.AppendUint32(nil, 0x80000000), "0123456789"...))
+	case CloseMidFrame:
+		_, _ = c.Write(out[:len(out)/2])
+		_ = c.Close()
+	default:
+		_, _ = c.Write(out)
+	}
+}
+
+// answer is the bytes that answer req, and the mode to send them in; ok false sends nothing.
+func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, mode Mode, ok bool) {
 	n.mu.Lock()
 	mode, handler := n.mode, n.handler
 	var brokers []Broker
@@ -191,23 +274,23 @@ func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, ok
 			}
 		}
 		out, err := nameserver.AppendFrame(nil, res, resBody)
-		return out, err == nil
+		return out, Serve, err == nil
 	}
 	switch mode {
 	case Hang, Down:
-		return nil, false
+		return nil, mode, false
 	case Junk:
-		return []byte("\x00\x00\x00\x10this is no frame"), true
+		return []byte("\x00\x00\x00\x10this is no frame"), mode, true
 	case Garbled:
 		out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeSuccess, ""), []byte(`{"queueDatas":[{"brokerName":""`))
-		return out, err == nil
+		return out, mode, err == nil
 	}
 	if !known {
 		out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeTopicNotExist, "No topic route info in name server for the topic: "+req.ExtFields["topic"]), nil)
-		return out, err == nil
+		return out, mode, err == nil
 	}
 	out, err := nameserver.AppendFrame(nil, nameserver.NewResponse(req, nameserver.CodeSuccess, ""), RouteBody(brokers, n.Addr))
-	return out, err == nil
+	return out, mode, err == nil
 }
 
 // RouteBody is the route data of brokers as a Java name server writes it: broker address maps with bare
