@@ -26,6 +26,7 @@ type config struct {
 	leaderElectNS string
 	namespaces    string
 	maxClockSkew  time.Duration
+	nameServers   manager.NameServerFlags
 	election      manager.LeaderElectionTimings
 	clientLimit   manager.ClientRateLimit
 	zap           zap.Options
@@ -58,6 +59,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&c.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces.")
 	fs.DurationVar(&c.maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
 		"How far the clocks of member pods and of the operator may differ; a claim stands this much past its Lease's duration.")
+	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
+		"The one namespace where ClusterNameServers' Secrets (credentials, CA certificates) are read (default: the pod's namespace). "+
+			"The operator's Role lets it read Secrets there and nowhere else.")
+	fs.StringVar(&c.nameServers.InlineCIDRs, "inline-name-server-cidrs", "",
+		"Comma-separated CIDRs: honour the name servers a ConsumerGroup names in its own spec (spec.nameServer.addresses or service), dialling only addresses in these ranges, "+
+			"with credentials from the group's own namespace. Empty, the default, refuses them: on a cluster shared by tenants, use ClusterNameServers. "+
+			"Loopback and link-local addresses need a CIDR within them; the API server's addresses need their own /32.")
 	var qps float64
 	fs.Float64Var(&qps, "kube-api-qps", float64(manager.DefaultClientRateLimit.QPS),
 		"Requests a second the operator sends the API server, for each kind of object, after a burst. "+
@@ -95,7 +103,12 @@ func main() {
 		setupLog.Error(err, "Failed to create the manager")
 		os.Exit(1)
 	}
-	if err := manager.Setup(ctx, mgr, c.maxClockSkew); err != nil {
+	nameServers, err := c.nameServers.Policy(ctx, mgr.GetConfig())
+	if err != nil {
+		setupLog.Error(err, "Invalid --inline-name-server-cidrs")
+		os.Exit(2)
+	}
+	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers}); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

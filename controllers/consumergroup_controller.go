@@ -41,7 +41,10 @@ type ConsumerGroupReconciler struct {
 	// MaxClockSkew is how far the clocks of member pods and of the operator may differ;
 	// protocol.DefaultMaxClockSkew when zero.
 	MaxClockSkew time.Duration
-	// NameServerDial opens connections to name servers (spec.nameServer); a net.Dialer's when nil.
+	// NameServers is what the operator's administrator lets groups read routes from.
+	NameServers NameServerPolicy
+	// NameServerDial opens connections to name servers in place of a net.Dialer, for tests; only
+	// addresses given as IPs are then checked against the allowed destinations.
 	NameServerDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// NameServerTimeout bounds each request to a name server; nameserver.DefaultTimeout when zero.
 	NameServerTimeout time.Duration
@@ -59,8 +62,9 @@ type ConsumerGroupReconciler struct {
 	nodeLeases nodeLeaseSightings
 	// quickRetries counts the passes in a row that met a newer object.
 	quickRetries retryCounts
-	// routes reads the routes of the groups' discovered topics from their name servers (routes.go).
-	routes routeBook
+	// routes reads the routes of the groups' discovered topics from their name servers, shared per
+	// source (routereads.go).
+	routes routeReads
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -92,7 +96,10 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	now := r.Clock.Now()
-	routes := r.routes.pass(&group, now)
+	routes, err := r.routePass(ctx, &group, now)
+	if err != nil {
+		return r.retry(ctx, req.NamespacedName, "route source", err)
+	}
 	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
 		return r.retry(ctx, req.NamespacedName, "routes", err)
 	}
@@ -219,6 +226,25 @@ func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.sightings.forget(group)
 	r.quickRetries.reset(group)
 	r.routes.forget(group)
+	forgetRouteMetrics(group)
+}
+
+// routePass registers where group reads its routes and returns what its pass records: the read it has
+// not recorded, or the problem that keeps it from reading.
+func (r *ConsumerGroupReconciler) routePass(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (routePass, error) {
+	key := client.ObjectKeyFromObject(group)
+	if group.Spec.NameServer == nil {
+		return r.routes.pass(key, nil, nil, now), nil
+	}
+	src, problem, err := r.routeSourceOf(ctx, group)
+	if err != nil {
+		return routePass{}, err
+	}
+	if problem != nil {
+		r.routes.pass(key, nil, nil, now)
+		return routePass{pending: problem}, nil
+	}
+	return r.routes.pass(key, src, sortedUnion(discoveredTopics(group)), now), nil
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

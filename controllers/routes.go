@@ -1,46 +1,43 @@
 package controllers
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 )
 
 // Discovered topics. A group with spec.nameServer has the routes of its topics that list no brokers (and
-// of its retry topic) read from the name servers, outside its passes: a pass starts a read when one is
-// due and never waits for it; the read, bounded by routeReadBudget, hands its answers to the group's next
-// pass, which records the routes in status.routes before it plans with them. The status is where the
-// routes last read survive a restart of the operator: while no name server answers, they stay in force.
+// of its retry topic) read from name servers, outside its passes. Where it reads them is a route source
+// (routeSourceOf): a ClusterNameServer an administrator created and that selects the group's namespace,
+// or, when the operator's administrator turned inline name servers on, the addresses in the group's
+// spec. Reads are shared per source (routesources.go): every group that reads a topic from one source
+// shares each read. A pass registers what its group wants and takes the last finished read, never
+// waiting for one; it records the routes in status.routes before it plans with them. The status is where
+// the routes last read survive a restart of the operator: while no name server answers, they stay in
+// force.
 
 // EventRoutesChanged reports a change of the discovered queues.
 const EventRoutesChanged = "RoutesChanged"
 
-// defaultRefreshInterval is spec.nameServer.refreshIntervalSeconds' default, RocketMQ clients'
-// pollNameServerInterval.
+// defaultRefreshInterval is the refresh interval of inline name servers that set none, RocketMQ clients'
+// pollNameServerInterval, and the ClusterNameServer's default.
 const defaultRefreshInterval = 30 * time.Second
+
+// minRefreshInterval is the shortest refresh interval honoured, whatever an object says: the API refuses
+// less, and an object from before that rule is read no more often.
+const minRefreshInterval = 10 * time.Second
 
 // absentIntervals is how many refresh intervals the name servers must keep answering that a topic does
 // not exist before its queues are dropped.
 const absentIntervals = 3
 
-// routeReadBudget bounds one read of a group's routes, every name server and topic included.
+// routeReadBudget bounds one read of a source's routes, every name server and topic included.
 const routeReadBudget = 30 * time.Second
-
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // discoveredTopics are the names of the topics whose routes group reads from its name servers: the
 // topics of its spec that list no brokers and, unless spec.nameServer.retryTopic is Ignore or the group
@@ -64,35 +61,48 @@ func discoveredTopics(group *v1alpha1.ConsumerGroup) []string {
 	return out
 }
 
-// nameServerAddrs are the addresses the operator dials for group, in the order it tries them.
-func nameServerAddrs(group *v1alpha1.ConsumerGroup) []string {
+// serviceAddr is the address of a Service's name servers.
+func serviceAddr(name, namespace string, port int32) string {
+	if port == 0 {
+		port = 9876
+	}
+	return net.JoinHostPort(name+"."+namespace+".svc", strconv.Itoa(int(port)))
+}
+
+// inlineAddrs are the addresses of group's inline name servers, in the order they are tried.
+func inlineAddrs(group *v1alpha1.ConsumerGroup) []string {
 	ns := group.Spec.NameServer
-	switch {
-	case ns == nil:
-		return nil
-	case ns.Service != nil:
-		port := ns.Service.Port
-		if port == 0 {
-			port = 9876
-		}
-		return []string{net.JoinHostPort(ns.Service.Name+"."+group.Namespace+".svc", strconv.Itoa(int(port)))}
+	if ns.Service != nil {
+		return []string{serviceAddr(ns.Service.Name, group.Namespace, ns.Service.Port)}
 	}
 	return ns.Addresses
 }
 
-func refreshInterval(group *v1alpha1.ConsumerGroup) time.Duration {
-	if ns := group.Spec.NameServer; ns != nil && ns.RefreshIntervalSeconds != nil && *ns.RefreshIntervalSeconds > 0 {
-		return time.Duration(*ns.RefreshIntervalSeconds) * time.Second
+// clusterAddrs are the addresses of a ClusterNameServer, in the order they are tried.
+func clusterAddrs(cns *v1alpha1.ClusterNameServer) []string {
+	if s := cns.Spec.Service; s != nil {
+		return []string{serviceAddr(s.Name, s.Namespace, s.Port)}
 	}
-	return defaultRefreshInterval
+	return cns.Spec.Addresses
 }
 
-// brokerZone is a discovered broker's zone: from spec.nameServer.brokerZones, else <room> of a name
+// refreshInterval is seconds as an interval: defaultRefreshInterval when unset, never below
+// minRefreshInterval.
+func refreshInterval(seconds *int32) time.Duration {
+	if seconds == nil || *seconds <= 0 {
+		return defaultRefreshInterval
+	}
+	return max(time.Duration(*seconds)*time.Second, minRefreshInterval)
+}
+
+// brokerZone is a discovered broker's zone: from the first of zones that lists it, else <room> of a name
 // <room>@<broker>, else none.
-func brokerZone(ns *v1alpha1.NameServer, broker string) string {
-	for _, z := range ns.BrokerZones {
-		if z.Broker == broker {
-			return z.Zone
+func brokerZone(broker string, zones ...[]v1alpha1.BrokerZone) string {
+	for _, list := range zones {
+		for _, z := range list {
+			if z.Broker == broker {
+				return z.Zone
+			}
 		}
 	}
 	if room, _, ok := strings.Cut(broker, "@"); ok && len(room) <= 63 {
@@ -102,8 +112,8 @@ func brokerZone(ns *v1alpha1.NameServer, broker string) string {
 }
 
 // plannedGroup is group as a pass plans it: its spec's topics, with the brokers and readable queues of
-// the discovered ones filled in from routes. Everything else is group's. A group without
-// spec.nameServer is returned as it is.
+// the discovered ones filled in from routes, each broker in the zone routes records for it. Everything
+// else is group's. A group without spec.nameServer is returned as it is.
 func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) *v1alpha1.ConsumerGroup {
 	names := discoveredTopics(group)
 	if len(names) == 0 {
@@ -121,7 +131,12 @@ func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) 
 		t := v1alpha1.Topic{Name: name}
 		if r := byName[name]; r != nil {
 			for _, b := range r.Brokers {
-				t.Brokers = append(t.Brokers, v1alpha1.Broker{Name: b.Name, Queues: b.Queues, Zone: brokerZone(group.Spec.NameServer, b.Name)})
+				zone := b.Zone
+				if zone == "" {
+					// Routes recorded before brokers had their zone in the status.
+					zone = brokerZone(b.Name, group.Spec.NameServer.BrokerZones)
+				}
+				t.Brokers = append(t.Brokers, v1alpha1.Broker{Name: b.Name, Queues: b.Queues, Zone: zone})
 			}
 		}
 		planned.Spec.Topics = append(planned.Spec.Topics, t)
@@ -135,139 +150,25 @@ func PlannedTopics(group *v1alpha1.ConsumerGroup) []v1alpha1.Topic {
 	return plannedGroup(group, group.Status.Routes).Spec.Topics
 }
 
-// routeRead is what one read of a group's routes found.
+// routeRead is what one read of a source's routes found.
 type routeRead struct {
-	generation int64
+	// seq numbers the reads of every source, so that a group records each read once.
+	seq        int64
 	at         time.Time
+	topics     []string
 	answers    map[string]nameserver.Answer
 	answeredBy string
 	errs       []*nameserver.Error
+	// refused is set when the group may not read its source at all (routeSourceOf): nothing was dialled.
+	refused bool
 }
 
-// routeState is what the operator keeps in memory of a group's reads.
-type routeState struct {
-	inFlight     bool
-	attempted    time.Time
-	attemptedGen int64
-	pending      *routeRead
+// readProblem is a read that never happened, for a reason and a fixed sentence.
+func readProblem(reason, sentence string) *routeRead {
+	return &routeRead{refused: true, errs: []*nameserver.Error{{Reason: reason, Err: sentenceError(sentence)}}}
 }
 
-// routeBook runs the reads of the routes of every group with spec.nameServer, one at a time per group.
-type routeBook struct {
-	mu     sync.Mutex
-	groups map[types.NamespacedName]*routeState
-	// events wakes a group's pass when its read finished.
-	events chan event.GenericEvent
-	// read reads a group's routes (readRoutes).
-	read func(ctx context.Context, group *v1alpha1.ConsumerGroup) *routeRead
-	// ctx ends the reads when the operator stops.
-	ctx context.Context
-}
+// sentenceError is an error whose text is a fixed sentence of the operator's own.
+type sentenceError string
 
-// init readies the book to run reads with read until ctx ends.
-func (b *routeBook) init(ctx context.Context, read func(ctx context.Context, group *v1alpha1.ConsumerGroup) *routeRead) {
-	b.ctx, b.read = ctx, read
-	b.events = make(chan event.GenericEvent, 64)
-}
-
-// routePass is what a pass knows of its group's routes.
-type routePass struct {
-	// pending is a read not yet recorded in the status.
-	pending *routeRead
-	// requeueAfter is when the next read is due, 0 for a group without spec.nameServer.
-	requeueAfter time.Duration
-}
-
-// pass starts a read of group's routes when one is due, and returns the finished read the pass must
-// record. It never waits for a read.
-func (b *routeBook) pass(group *v1alpha1.ConsumerGroup, now time.Time) routePass {
-	key := client.ObjectKeyFromObject(group)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if group.Spec.NameServer == nil {
-		delete(b.groups, key)
-		return routePass{}
-	}
-	if b.groups == nil {
-		b.groups = map[types.NamespacedName]*routeState{}
-	}
-	s := b.groups[key]
-	if s == nil {
-		s = &routeState{}
-		b.groups[key] = s
-	}
-	interval := refreshInterval(group)
-	due := s.attempted.Add(interval)
-	if !s.inFlight && (s.attemptedGen != group.Generation || !now.Before(due)) {
-		s.inFlight, s.attempted, s.attemptedGen = true, now, group.Generation
-		due = now.Add(interval)
-		go b.run(key, group.DeepCopy())
-	}
-	return routePass{pending: s.pending, requeueAfter: max(due.Sub(now), time.Millisecond)}
-}
-
-func (b *routeBook) run(key types.NamespacedName, group *v1alpha1.ConsumerGroup) {
-	ctx, cancel := context.WithTimeout(b.ctx, routeReadBudget)
-	defer cancel()
-	read := b.read(ctx, group)
-	read.generation = group.Generation
-	b.mu.Lock()
-	if s := b.groups[key]; s != nil {
-		s.inFlight, s.pending = false, read
-	}
-	b.mu.Unlock()
-	ev := event.GenericEvent{Object: &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
-	select {
-	case b.events <- ev:
-	case <-b.ctx.Done():
-	}
-}
-
-// recorded drops read once the status holds it.
-func (b *routeBook) recorded(key types.NamespacedName, read *routeRead) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s := b.groups[key]; s != nil && s.pending == read {
-		s.pending = nil
-	}
-}
-
-func (b *routeBook) forget(key types.NamespacedName) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.groups, key)
-	forgetRouteMetrics(key)
-}
-
-// readRoutes reads group's discovered topics from its name servers, with its credentials if it names
-// any. A Secret that cannot be read fails the read: unsigned requests would only be refused.
-func (r *ConsumerGroupReconciler) readRoutes(ctx context.Context, group *v1alpha1.ConsumerGroup) *routeRead {
-	read := &routeRead{at: r.Clock.Now()}
-	addrs := nameServerAddrs(group)
-	c := &nameserver.Client{Dial: r.NameServerDial, Timeout: r.NameServerTimeout}
-	if name := group.Spec.NameServer.CredentialsSecret; name != "" {
-		creds, err := r.credentials(ctx, group.Namespace, name)
-		if err != nil {
-			read.errs = []*nameserver.Error{{Addr: strings.Join(addrs, ","), Reason: v1alpha1.ReasonCredentialsUnreadable, Err: err}}
-			return read
-		}
-		c.Credentials = creds
-	}
-	read.answers, read.answeredBy, read.errs = c.Routes(ctx, addrs, discoveredTopics(group))
-	read.at = r.Clock.Now()
-	return read
-}
-
-// credentials reads the Secret name: accessKey, secretKey and, optionally, securityToken. It is read
-// from the API server, not cached: the operator watches no Secret.
-func (r *ConsumerGroupReconciler) credentials(ctx context.Context, namespace, name string) (*nameserver.Credentials, error) {
-	var s corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &s); err != nil {
-		return nil, fmt.Errorf("reading Secret %s for spec.nameServer.credentialsSecret: %w", name, err)
-	}
-	ak, sk := string(s.Data["accessKey"]), string(s.Data["secretKey"])
-	if ak == "" || sk == "" {
-		return nil, fmt.Errorf("secret %s (spec.nameServer.credentialsSecret) lacks accessKey or secretKey", name)
-	}
-	return &nameserver.Credentials{AccessKey: ak, SecretKey: sk, SecurityToken: string(s.Data["securityToken"])}, nil
-}
+func (e sentenceError) Error() string { return string(e) }

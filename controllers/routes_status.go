@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +26,7 @@ var (
 	discoveredQueuesGauge = groupGauge("consumergroup_discovered_queues", "Queues of the discovered topics in force: readable queues of the routes last read from the name servers.")
 	routesReadGauge       = groupGauge("consumergroup_routes_last_read_timestamp_seconds", "When a read of the routes last reached every discovered topic (status.routes.readTime), in seconds since the epoch.")
 	routeErrorsTotal      = groupCounter("consumergroup_routes_read_errors_total",
-		"Failures to read routes from a name server, by reason: Unreachable, Timeout, Garbled, Rejected, CredentialsUnreadable.", "reason")
+		"Failures to read routes from a name server, by reason: Unreachable, Refused, Timeout, Garbled, Rejected, Untrusted, NotAllowed, Denied.", "reason")
 )
 
 func init() {
@@ -45,8 +46,8 @@ func forgetRouteMetrics(key types.NamespacedName) {
 // made from them. It then reports the read in events and metrics.
 func (r *ConsumerGroupReconciler) recordRoutes(ctx context.Context, group *v1alpha1.ConsumerGroup, pass routePass, now time.Time) error {
 	status := group.Status.DeepCopy()
-	status.Routes = mergeRoutes(group, group.Status.Routes, pass.pending)
-	setTopologyCondition(status, group, pass.pending, now)
+	status.Routes = mergeRoutes(group, group.Status.Routes, pass.pending, pass.source)
+	setTopologyCondition(status, group, pass.pending, pass.source, now)
 	if !equality.Semantic.DeepEqual(&group.Status, status) {
 		updated := group.DeepCopy()
 		updated.Status = *status
@@ -59,9 +60,12 @@ func (r *ConsumerGroupReconciler) recordRoutes(ctx context.Context, group *v1alp
 		r.emitRouteEvents(group, &old)
 	}
 	key := client.ObjectKeyFromObject(group)
-	if pass.pending != nil {
-		r.routes.recorded(key, pass.pending)
-		for _, e := range pass.pending.errs {
+	if read := pass.pending; read != nil && !read.refused {
+		r.routes.recorded(key, read)
+		if read.answeredBy != "" {
+			routesReadGauge.With(prometheus.Labels{"namespace": key.Namespace, "group": key.Name}).Set(float64(read.at.Unix()))
+		}
+		for _, e := range read.errs {
 			routeErrorsTotal.With(prometheus.Labels{"namespace": key.Namespace, "group": key.Name, "reason": e.Reason}).Inc()
 		}
 	}
@@ -83,18 +87,24 @@ func recordRouteMetrics(key types.NamespacedName, routes *v1alpha1.RoutesStatus)
 		}
 	}
 	discoveredQueuesGauge.With(l).Set(float64(n))
-	if routes.ReadTime != nil {
-		routesReadGauge.With(l).Set(float64(routes.ReadTime.Unix()))
-	}
 }
 
-// mergeRoutes is the routes in force after read (nil when no read finished): prev's, for the topics group
-// discovers, updated with what read answered. A topic the name servers say does not exist keeps its
-// brokers until they have said so for absentIntervals refresh intervals; a topic nobody answered for
-// keeps them as they were. Nil for a group without spec.nameServer.
-func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, read *routeRead) *v1alpha1.RoutesStatus {
+// mergeRoutes is the routes in force after read from src (nil when no read finished): prev's, for the
+// topics group discovers, updated with what read answered. A topic the name servers say does not exist
+// keeps its brokers until they have said so for absentIntervals refresh intervals; a topic nobody
+// answered for keeps them as they were. A read that changes nothing returns prev's routes as they were,
+// times included, so that it writes nothing. Nil for a group without spec.nameServer.
+func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, read *routeRead, src *routeSource) *v1alpha1.RoutesStatus {
 	if group.Spec.NameServer == nil {
 		return nil
+	}
+	if read != nil && read.refused {
+		read = nil
+	}
+	interval := defaultRefreshInterval
+	var zones []v1alpha1.BrokerZone
+	if src != nil {
+		interval, zones = src.interval, src.zones
 	}
 	out := &v1alpha1.RoutesStatus{}
 	old := map[string]*v1alpha1.TopicRoute{}
@@ -104,42 +114,58 @@ func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, rea
 			old[prev.Topics[i].Name] = &prev.Topics[i]
 		}
 	}
-	grace := absentIntervals * refreshInterval(group)
-	complete := true
+	grace := absentIntervals * interval
+	complete, changed := true, false
 	for _, name := range discoveredTopics(group) {
 		t := v1alpha1.TopicRoute{Name: name}
-		if o := old[name]; o != nil {
+		o := old[name]
+		if o != nil {
 			t = *o.DeepCopy()
 		}
 		if read != nil {
 			a, answered := read.answers[name]
 			complete = complete && answered
 			if answered {
-				answer(&t, a, read.at, grace)
+				answer(&t, a, read.at, grace, group.Spec.NameServer.BrokerZones, zones)
+				changed = changed || o == nil || !equality.Semantic.DeepEqual(o, &t)
 			}
+		}
+		if src != nil {
+			// The zones follow the spec at once, without waiting for a read.
+			setZones(&t, group.Spec.NameServer.BrokerZones, zones)
 		}
 		out.Topics = append(out.Topics, t)
 	}
 	if read != nil && read.answeredBy != "" {
-		out.NameServer, out.ObservedGeneration = read.answeredBy, read.generation
+		out.NameServer = read.answeredBy
+		if complete {
+			out.ObservedGeneration = group.Generation
+		}
 	}
-	if read != nil && complete {
+	if read != nil && complete && (changed || out.ReadTime == nil) {
 		at := metav1.NewTime(read.at)
 		out.ReadTime = &at
 	}
 	return out
 }
 
-// answer updates t with the name servers' answer a, read at.
-func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace time.Duration) {
-	read := metav1.NewTime(at)
-	t.ReadTime = &read
+// answer updates t with the name servers' answer a, read at, each broker in its zone of zones. Its
+// readTime moves only when the route changes.
+func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace time.Duration, zones ...[]v1alpha1.BrokerZone) {
+	before := t.DeepCopy()
+	defer func() {
+		if before.ReadTime == nil || !equality.Semantic.DeepEqual(before.Brokers, t.Brokers) || !equality.Semantic.DeepEqual(before.AbsentSince, t.AbsentSince) {
+			read := metav1.NewTime(at)
+			t.ReadTime = &read
+		}
+	}()
 	if !a.Absent {
 		t.AbsentSince = nil
 		t.Brokers = nil
 		for _, b := range a.Route.Queues() {
 			t.Brokers = append(t.Brokers, v1alpha1.BrokerRoute{Name: b.Broker, Queues: b.Readable, ReadQueueNums: b.ReadQueues, Perm: b.Perm})
 		}
+		setZones(t, zones...)
 		return
 	}
 	if t.AbsentSince == nil {
@@ -152,16 +178,29 @@ func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace tim
 	}
 }
 
-// setTopologyCondition sets TopologyStale from read, the read this pass records; without one, the
-// condition stays as it is, or is Unknown until the first read.
-func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, read *routeRead, now time.Time) {
+// setZones sets the zone of each of t's brokers from the first of zones that lists it, or its name.
+func setZones(t *v1alpha1.TopicRoute, zones ...[]v1alpha1.BrokerZone) {
+	for i := range t.Brokers {
+		t.Brokers[i].Zone = brokerZone(t.Brokers[i].Name, zones...)
+	}
+}
+
+// maxRouteMessage is the longest TopologyStale message, in bytes, and so the longest route event.
+const maxRouteMessage = 1024
+
+// setTopologyCondition sets TopologyStale from read, the read this pass records, of src; without one,
+// the condition stays as it is, or is Unknown until the first read. Its message is made of the
+// operator's own sentences and the names the spec and the administrator chose: never what a name
+// server sent, never an error's text. Nor does it carry a time, so that a read that changes nothing
+// writes nothing.
+func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.ConsumerGroup, read *routeRead, src *routeSource, now time.Time) {
 	if group.Spec.NameServer == nil {
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionTopologyStale)
 		return
 	}
 	set := func(s metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionTopologyStale, Status: s, Reason: reason,
-			Message: message, ObservedGeneration: group.Generation, LastTransitionTime: metav1.NewTime(now)})
+			Message: capMessage(message), ObservedGeneration: group.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}
 	if read == nil {
 		if meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionTopologyStale) == nil {
@@ -176,16 +215,13 @@ func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.
 		}
 	}
 	if len(unanswered) == 0 {
-		msg := fmt.Sprintf("The routes of %s were read from %s at %s", count(len(read.answers), "topic"), read.answeredBy, read.at.UTC().Format(time.RFC3339))
-		if len(read.errs) > 0 {
-			msg += "; on the way: " + describeReadErrors(read.errs)
-		}
-		set(metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh, msg+absentNote(status.Routes, group))
+		msg := fmt.Sprintf("The routes of %s were read from %s", count(len(discoveredTopics(group)), "topic"), read.answeredBy)
+		set(metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh, msg+absentNote(status.Routes, src))
 		return
 	}
 	since := "never read"
 	if rt := status.Routes; rt != nil && rt.ReadTime != nil {
-		since = "last read in full at " + rt.ReadTime.UTC().Format(time.RFC3339)
+		since = "read in full at " + rt.ReadTime.UTC().Format(time.RFC3339)
 	}
 	reason := nameserver.ReasonUnreachable
 	if len(read.errs) > 0 {
@@ -195,26 +231,52 @@ func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.
 		summarizeNames(unanswered), describeReadErrors(read.errs), since))
 }
 
-// describeReadErrors names each name server that failed and its error, the first few in full.
+// describeReadErrors names each name server that failed and the sentence of its reason.
 func describeReadErrors(errs []*nameserver.Error) string {
 	if len(errs) == 0 {
 		return "no name server answered in time"
 	}
 	var parts []string
 	for _, e := range errs {
-		parts = append(parts, fmt.Sprintf("name server %s: %s (%v)", e.Addr, e.Reason, e.Err))
+		if e.Addr == "" {
+			parts = append(parts, readErrorSentence(e))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("name server %s: %s", e.Addr, readErrorSentence(e)))
 	}
 	return summarize(parts)
+}
+
+// readErrorSentence is the operator's own sentence for e: the one the operator wrote, or the fixed one
+// of its reason.
+func readErrorSentence(e *nameserver.Error) string {
+	if s, ok := e.Err.(sentenceError); ok {
+		return string(s)
+	}
+	return e.Sentence()
+}
+
+// capMessage cuts s to maxRouteMessage bytes, at a character's boundary.
+func capMessage(s string) string {
+	if len(s) <= maxRouteMessage {
+		return s
+	}
+	const ellipsis = "…"
+	return strings.ToValidUTF8(s[:maxRouteMessage-len(ellipsis)], "") + ellipsis
 }
 
 func summarizeNames(names []string) string { return joinFirst(names, ", ", " and %d more") }
 
 // absentNote says which topics the name servers report absent and keep their queues for now.
-func absentNote(routes *v1alpha1.RoutesStatus, group *v1alpha1.ConsumerGroup) string {
+func absentNote(routes *v1alpha1.RoutesStatus, src *routeSource) string {
 	if routes == nil {
 		return ""
 	}
-	grace := absentIntervals * refreshInterval(group)
+	interval := defaultRefreshInterval
+	if src != nil {
+		interval = src.interval
+	}
+	grace := absentIntervals * interval
 	var notes []string
 	for _, t := range routes.Topics {
 		if t.AbsentSince != nil {

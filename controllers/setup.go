@@ -65,7 +65,10 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
 		return err
 	}
-	r.routes.init(ctx, r.readRoutes)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, clusterNameServerIndex, clusterNameServerOf); err != nil {
+		return err
+	}
+	r.routes.init(ctx, r.NameServers, r.readSource)
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.NodeLeaseNamespace != "" {
 		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
@@ -88,9 +91,54 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&coordinationv1.Lease{}, r.renewalSeen()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
-		// A finished read of a group's routes (routes.go).
+		// A finished read of a group's routes (routereads.go), a ClusterNameServer that changed, and a
+		// namespace whose labels changed, which may let it use a ClusterNameServer or no longer.
 		WatchesRawSource(source.Channel(r.routes.events, &handler.EnqueueRequestForObject{})).
+		Watches(&v1alpha1.ClusterNameServer{}, handler.EnqueueRequestsFromMapFunc(r.groupsForClusterNameServer),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
+}
+
+// clusterNameServerIndex indexes groups by the ClusterNameServer they read their routes from.
+const clusterNameServerIndex = "spec.nameServer.clusterNameServer"
+
+func clusterNameServerOf(o client.Object) []string {
+	if ns := o.(*v1alpha1.ConsumerGroup).Spec.NameServer; ns != nil && ns.ClusterNameServer != "" {
+		return []string{ns.ClusterNameServer}
+	}
+	return nil
+}
+
+// groupsForClusterNameServer maps a ClusterNameServer to the groups that name it.
+func (r *ConsumerGroupReconciler) groupsForClusterNameServer(ctx context.Context, o client.Object) []reconcile.Request {
+	var groups v1alpha1.ConsumerGroupList
+	if err := r.List(ctx, &groups, client.MatchingFields{clusterNameServerIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list groups for a ClusterNameServer", "clusterNameServer", o.GetName())
+		return nil
+	}
+	out := make([]types.NamespacedName, 0, len(groups.Items))
+	for _, g := range groups.Items {
+		out = append(out, types.NamespacedName{Namespace: g.Namespace, Name: g.Name})
+	}
+	return requests(out)
+}
+
+// groupsForNamespace maps a namespace to its groups that name a ClusterNameServer.
+func (r *ConsumerGroupReconciler) groupsForNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var groups v1alpha1.ConsumerGroupList
+	if err := r.List(ctx, &groups, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list groups for a namespace", "namespace", o.GetName())
+		return nil
+	}
+	var out []types.NamespacedName
+	for _, g := range groups.Items {
+		if len(clusterNameServerOf(&g)) > 0 {
+			out = append(out, types.NamespacedName{Namespace: g.Namespace, Name: g.Name})
+		}
+	}
+	return requests(out)
 }
 
 // groupsForPod maps a pod to the groups whose selector matches it. On an update controller-runtime calls

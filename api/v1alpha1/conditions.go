@@ -62,11 +62,25 @@ const (
 // before stay in force.
 const ConditionTopologyStale = "TopologyStale"
 
-// Reasons of TopologyStale besides pkg/nameserver's (Unreachable, Timeout, Garbled, Rejected).
+// Reasons of TopologyStale besides pkg/nameserver's (Unreachable, Refused, Timeout, Garbled, Rejected,
+// NotAllowed, Denied). Each comes with a fixed sentence: nothing a name server sent, and no error text,
+// reaches a condition or an event.
 const (
-	ReasonRoutesFresh           = "Fresh"
-	ReasonRoutesPending         = "Reading"
-	ReasonCredentialsUnreadable = "CredentialsUnreadable"
+	ReasonRoutesFresh = "Fresh"
+	// ReasonRoutesPending: no read has finished yet.
+	ReasonRoutesPending = "Reading"
+	// ReasonNameServerNotFound: spec.nameServer.clusterNameServer names no ClusterNameServer.
+	ReasonNameServerNotFound = "NameServerNotFound"
+)
+
+// Conditions of a ClusterNameServer.
+const (
+	// ClusterNameServerReady is True while the last read of its routes reached a name server.
+	ClusterNameServerReady = "Ready"
+	// ReasonNameServerAnswered: the last read reached a name server.
+	ReasonNameServerAnswered = "Answered"
+	// ReasonNotRead: no group uses it, so nothing was read.
+	ReasonNotRead = "NotRead"
 )
 
 // ConditionTypes are every condition type the operator sets, in the order status lists them; the CRD's

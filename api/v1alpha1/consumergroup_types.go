@@ -185,9 +185,19 @@ const (
 )
 
 // NameServer says where the routes of a group's discovered topics are read: RocketMQ name servers, asked
-// GET_ROUTEINFO_BY_TOPIC. See docs/nameserver.md.
-// +kubebuilder:validation:XValidation:rule="has(self.addresses) != has(self.service)",message="spec.nameServer: set exactly one of addresses or service"
+// GET_ROUTEINFO_BY_TOPIC. A group names a ClusterNameServer that an administrator set up; addresses and
+// service name the name servers inline, which the operator honours only when its administrator turned
+// inline name servers on (single-tenant clusters). See docs/nameserver.md.
+// +kubebuilder:validation:XValidation:rule="[has(self.clusterNameServer), has(self.addresses), has(self.service)].filter(x, x).size() == 1",message="spec.nameServer: set exactly one of clusterNameServer, addresses or service"
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterNameServer) || (!has(self.credentialsSecret) && !has(self.refreshIntervalSeconds))",message="spec.nameServer: credentialsSecret and refreshIntervalSeconds belong to the ClusterNameServer; set them there"
 type NameServer struct {
+	// clusterNameServer names the ClusterNameServer to read the routes from; it must select the group's
+	// namespace.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClusterNameServer string `json:"clusterNameServer,omitempty"`
+
 	// addresses lists name servers as host:port, tried in turn.
 	// +optional
 	// +listType=atomic
@@ -206,16 +216,17 @@ type NameServer struct {
 
 	// credentialsSecret names a Secret in the group's namespace holding accessKey and secretKey (and
 	// optionally securityToken), with which requests are signed for a name server that enforces ACLs.
+	// Inline name servers only; the admission policy consumergroup-nameserver-credentials lets only a
+	// requester who may read the Secret name it.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 
-	// refreshIntervalSeconds is how often the routes are read again (RocketMQ clients'
-	// pollNameServerInterval). A spec change reads them at once.
+	// refreshIntervalSeconds is how often the routes of inline name servers are read again (RocketMQ
+	// clients' pollNameServerInterval); 30 when unset. A spec change reads them at once.
 	// +optional
-	// +kubebuilder:default=30
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=3600
 	RefreshIntervalSeconds *int32 `json:"refreshIntervalSeconds,omitempty"`
 
@@ -561,11 +572,13 @@ type RoutesStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// readTime is when a refresh last read every discovered topic.
+	// readTime is when a read that reached every discovered topic last found the routes changed (or
+	// first read them). A read that finds nothing changed writes nothing: the metric
+	// consumergroup_routes_last_read_timestamp_seconds dates the last read.
 	// +optional
 	ReadTime *metav1.Time `json:"readTime,omitempty"`
 
-	// nameServer is the address that last answered.
+	// nameServer is the address that last answered, or the ClusterNameServer's name.
 	// +optional
 	NameServer string `json:"nameServer,omitempty"`
 
@@ -591,7 +604,7 @@ type TopicRoute struct {
 	// +kubebuilder:validation:MaxItems=256
 	Brokers []BrokerRoute `json:"brokers,omitempty"`
 
-	// readTime is when the topic's route was last read.
+	// readTime is when the topic's route was read as it stands: the read that last changed it.
 	// +optional
 	ReadTime *metav1.Time `json:"readTime,omitempty"`
 
@@ -619,6 +632,12 @@ type BrokerRoute struct {
 	// perm is the broker's permission bits for the topic (4 read, 2 write, 1 inherit).
 	// +optional
 	Perm int32 `json:"perm,omitempty"`
+
+	// zone is the broker's zone, from the group's or the ClusterNameServer's brokerZones or the broker's
+	// name (<room>@<broker>); empty for none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
 }
 
 // MemberStatus is one member's line in the status.

@@ -22,7 +22,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ConsumerGroup{}, &ConsumerGroupList{})
+	s.AddKnownTypes(GroupVersion, &ConsumerGroup{}, &ConsumerGroupList{}, &ClusterNameServer{}, &ClusterNameServerList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

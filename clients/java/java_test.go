@@ -340,7 +340,7 @@ func testFollowsTheOperatorOnTheRetryTopic(t *testing.T, tools tools) {
 			g := testenv.Group(ns, group).Strategy(v1alpha1.Strategy{Type: v1alpha1.Averagely}).
 				Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative, RevokeTimeoutSeconds: ptr.To[int32](revokeTimeout)}).Obj()
 			g.Spec.Topics = []v1alpha1.Topic{{Name: "orders"}}
-			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, RefreshIntervalSeconds: ptr.To[int32](1)}
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}} // read every second by the test operator (testoperator.NameServers)
 			return g
 		},
 		// The strategy is given orders only: that the retry topic is the operator's it learns from the agent.

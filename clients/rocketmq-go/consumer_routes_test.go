@@ -81,7 +81,7 @@ func TestPushConsumerSubscribesToTheDiscoveredQueues(t *testing.T) {
 
 	g := testenv.Group(ns, group).Strategy(v1alpha1.Strategy{Type: v1alpha1.Sticky}).Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Obj()
 	g.Spec.Topics = []v1alpha1.Topic{{Name: topic}}
-	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, RefreshIntervalSeconds: ptr.To[int32](1)}
+	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}} // read every second by the test operator (testoperator.NameServers)
 	testenv.Must(t, k8s.Create(ctx, g))
 	pod := testenv.Pod(ns, "go-0", group).Create(t, k8s)
 

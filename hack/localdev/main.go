@@ -184,7 +184,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) (metricsAddr string, e
 	if err != nil {
 		return "", nil, err
 	}
-	if err := manager.Setup(ctx, mgr, 0); err != nil {
+	if err := manager.Setup(ctx, mgr, manager.Settings{}); err != nil {
 		return "", nil, err
 	}
 	done := make(chan error, 1)

@@ -84,9 +84,18 @@ func (l LeaderElectionTimings) Apply(opts *ctrl.Options) {
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &l.LeaseDuration, &l.RenewDeadline, &l.RetryPeriod
 }
 
-// Setup registers the controller and the health checks with mgr. maxClockSkew is how far the clocks of
-// member pods and of the operator may differ (protocol.DefaultMaxClockSkew when zero).
-func Setup(ctx context.Context, mgr ctrl.Manager, maxClockSkew time.Duration) error {
+// Settings are the reconciler's settings from the command line.
+type Settings struct {
+	// MaxClockSkew is how far the clocks of member pods and of the operator may differ
+	// (protocol.DefaultMaxClockSkew when zero).
+	MaxClockSkew time.Duration
+	// NameServers is where groups may read routes from; the zero value lets them read from
+	// ClusterNameServers only.
+	NameServers controllers.NameServerPolicy
+}
+
+// Setup registers the controller and the health checks with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
 	recorder, err := eventRecorder(ctx, mgr, "consumergroup-operator")
 	if err != nil {
 		return err
@@ -96,7 +105,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, maxClockSkew time.Duration) er
 		APIReader:    mgr.GetAPIReader(),
 		Recorder:     recorder,
 		Clock:        clock.RealClock{},
-		MaxClockSkew: maxClockSkew,
+		MaxClockSkew: s.MaxClockSkew,
+		NameServers:  s.NameServers,
 		// The kubelets' node Leases tell of lost nodes long before the nodes turn NotReady.
 		NodeLeaseNamespace: corev1.NamespaceNodeLease,
 	}

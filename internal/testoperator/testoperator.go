@@ -15,7 +15,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
@@ -32,7 +34,7 @@ func Start(t testing.TB, cfg *rest.Config, c client.Client, prefix string) strin
 	mgr, err := ctrl.NewManager(cfg, opts)
 	testenv.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	testenv.Must(t, manager.Setup(ctx, mgr, 0))
+	testenv.Must(t, manager.Setup(ctx, mgr, manager.Settings{NameServers: NameServers(t)}))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -42,4 +44,14 @@ func Start(t testing.TB, cfg *rest.Config, c client.Client, prefix string) strin
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return ns
+}
+
+// NameServers is the name-server policy of the operators Start runs: inline name servers are on for this
+// machine's loopback addresses, where the tests' name-server stand-ins listen, and every source is read
+// every second, below the API's minimum, so that tests need not wait.
+func NameServers(t testing.TB) controllers.NameServerPolicy {
+	t.Helper()
+	egress, err := nameserver.ParseEgress([]string{"127.0.0.0/8"}, nil)
+	testenv.Must(t, err)
+	return controllers.NameServerPolicy{Inline: egress, RefreshInterval: time.Second}
 }

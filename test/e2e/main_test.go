@@ -92,7 +92,7 @@ func run(m *testing.M) int {
 	operatorWrites.Wrap(opCfg)
 	mgr, err := ctrl.NewManager(opCfg, manager.Options("0", "0", false, "", ""))
 	if err == nil {
-		err = manager.Setup(ctx, mgr, 0)
+		err = manager.Setup(ctx, mgr, manager.Settings{})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setting up the operator:", err)

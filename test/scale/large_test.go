@@ -311,7 +311,7 @@ func startInProcessOperator(tb testing.TB, c *cluster) {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	must(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	must(tb, manager.Setup(ctx, mgr, 0))
+	must(tb, manager.Setup(ctx, mgr, manager.Settings{}))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	tb.Cleanup(func() {
