@@ -17,8 +17,8 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 )
 
 // Start creates a namespace named after prefix and runs the operator for it, as the manager binary does
