@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/rocketmqstandin"
@@ -25,19 +24,31 @@ import (
 )
 
 // discoveredGroup is a Cooperative Sticky group named name whose one topic, "t", is discovered from the
-// name servers addrs every intervalSeconds.
-func discoveredGroup(ns, name string, addrs []string, intervalSeconds int32, retry v1alpha1.RetryTopicMode) *v1alpha1.ConsumerGroup {
+// inline name servers addrs.
+func discoveredGroup(ns, name string, addrs []string, retry v1alpha1.RetryTopicMode) *v1alpha1.ConsumerGroup {
 	g := cooperativeGroup(ns, name, 1, 10).Obj()
 	g.Spec.Topics = []v1alpha1.Topic{{Name: "t"}}
-	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: addrs, RefreshIntervalSeconds: &intervalSeconds, RetryTopic: retry}
+	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: addrs, RetryTopic: retry}
 	return g
 }
 
-// startDiscovered runs an operator (with configure) and the group g with members simulated members, in
-// g's namespace.
+// inlineNameServers turns inline name servers on for this machine's loopback addresses, where the
+// stand-ins listen, and reads every source every interval: below the API's minimum, for tests.
+func inlineNameServers(interval time.Duration) func(*ConsumerGroupReconciler) {
+	return func(r *ConsumerGroupReconciler) {
+		egress, err := nameserver.ParseEgress([]string{"127.0.0.0/8"}, nil)
+		if err != nil {
+			panic(err)
+		}
+		r.NameServers.Inline, r.NameServers.RefreshInterval = egress, interval
+	}
+}
+
+// startDiscovered runs an operator with inline name servers read every second (then configure), and the
+// group g with members simulated members, in g's namespace.
 func startDiscovered(t *testing.T, g *v1alpha1.ConsumerGroup, members int, configure ...func(*ConsumerGroupReconciler)) (*testenv.Ownership, []*testenv.SimMember) {
 	t.Helper()
-	startManager(t, g.Namespace, configure...)
+	startManager(t, g.Namespace, append([]func(*ConsumerGroupReconciler){inlineNameServers(time.Second)}, configure...)...)
 	must(t, k8s.Create(context.Background(), g))
 	own := testenv.NewOwnership()
 	ms := make([]*testenv.SimMember, members)
@@ -99,8 +110,8 @@ func TestRoutesFollowTheNameServer(t *testing.T) {
 	nsrv := rocketmqstandin.Start(t)
 	nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 8})
 	const interval = 2 * time.Second
-	g := discoveredGroup(newNamespace(t), "routes", []string{nsrv.Addr}, int32(interval/time.Second), v1alpha1.RetryTopicIgnore)
-	own, ms := startDiscovered(t, g, 3)
+	g := discoveredGroup(newNamespace(t), "routes", []string{nsrv.Addr}, v1alpha1.RetryTopicIgnore)
+	own, ms := startDiscovered(t, g, 3, func(r *ConsumerGroupReconciler) { r.NameServers.RefreshInterval = interval })
 	waitForReaders(t, own, ms, queuesOf("t", "b", 8), waitFor)
 
 	grown := time.Now()
@@ -148,12 +159,14 @@ func TestRoutesFollowTheNameServer(t *testing.T) {
 }
 
 // TestRoutesKeptWhileTheNameServerFails: the name server goes down, answers junk, answers a route that
-// cannot be read, or hangs. Each time the group reports TopologyStale, naming the address and the
-// error, with a Warning event, and nothing moves, although the name server's routes changed meanwhile.
+// cannot be read, hangs, announces a 2 GiB frame, sends an endless one or closes in the middle of one.
+// Each time the group reports TopologyStale, naming the address and the reason in a fixed sentence
+// (nothing the name server sent, no error text), with a Warning event, and nothing moves, although the
+// name server's routes changed meanwhile.
 func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 	nsrv := rocketmqstandin.Start(t)
 	nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 8})
-	g := discoveredGroup(newNamespace(t), "stale", []string{nsrv.Addr}, 1, v1alpha1.RetryTopicIgnore)
+	g := discoveredGroup(newNamespace(t), "stale", []string{nsrv.Addr}, v1alpha1.RetryTopicIgnore)
 	own, ms := startDiscovered(t, g, 2, func(r *ConsumerGroupReconciler) { r.NameServerTimeout = 500 * time.Millisecond })
 	want := queuesOf("t", "b", 8)
 	waitForReaders(t, own, ms, want, waitFor)
@@ -168,6 +181,9 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		{rocketmqstandin.Junk, nameserver.ReasonGarbled},
 		{rocketmqstandin.Garbled, nameserver.ReasonGarbled},
 		{rocketmqstandin.Hang, nameserver.ReasonTimeout},
+		{rocketmqstandin.HugeLength, nameserver.ReasonGarbled},
+		{rocketmqstandin.Endless, nameserver.ReasonTimeout},
+		{rocketmqstandin.CloseMidFrame, nameserver.ReasonUnreachable},
 	} {
 		// Counted before the name server fails: a read may fail between SetMode and any later look.
 		errorsBefore := max(0, metricValue(t, "consumergroup_routes_read_errors_total", with(labels, "reason", tc.reason)))
@@ -178,6 +194,11 @@ func TestRoutesKeptWhileTheNameServerFails(t *testing.T) {
 		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale)
 		if !strings.Contains(c.Message, nsrv.Addr) {
 			t.Errorf("mode %d: the condition does not name the name server: %s", tc.mode, c.Message)
+		}
+		// Only the operator's sentence for the reason: no frame length, byte or error text.
+		sentence := (&nameserver.Error{Reason: tc.reason}).Sentence()
+		if !strings.Contains(c.Message, sentence) || strings.ContainsAny(c.Message, "\x00\"{}") || strings.Contains(c.Message, "frame") || len(c.Message) > maxRouteMessage {
+			t.Errorf("mode %d: the condition says %q; want the sentence %q and nothing the name server sent", tc.mode, c.Message, sentence)
 		}
 		// The pass counts the error after it wrote the condition.
 		eventually(t, 5*time.Second, func() error {
@@ -210,7 +231,7 @@ func TestRoutesAbsentTopicWaits(t *testing.T) {
 	nsrv := rocketmqstandin.Start(t)
 	nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 8})
 	const interval = time.Second
-	g := discoveredGroup(newNamespace(t), "absent", []string{nsrv.Addr}, 1, v1alpha1.RetryTopicIgnore)
+	g := discoveredGroup(newNamespace(t), "absent", []string{nsrv.Addr}, v1alpha1.RetryTopicIgnore)
 	own, ms := startDiscovered(t, g, 2)
 	want := queuesOf("t", "b", 8)
 	waitForReaders(t, own, ms, want, waitFor)
@@ -247,9 +268,9 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 	nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 4})
 	nsrv.SetTopic("%RETRY%orders", rocketmqstandin.Broker{Name: "b", Queues: 1})
 	ns := newNamespace(t)
-	g := discoveredGroup(ns, "retry", []string{nsrv.Addr}, 1, "")
+	g := discoveredGroup(ns, "retry", []string{nsrv.Addr}, "")
 	g.Spec.NameServer.GroupName = "orders"
-	stop := startManager(t, ns)
+	stop := startManager(t, ns, inlineNameServers(time.Second))
 	must(t, k8s.Create(context.Background(), g))
 	own := testenv.NewOwnership()
 	var ms []*testenv.SimMember
@@ -263,7 +284,7 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 
 	stop()
 	nsrv.SetMode(rocketmqstandin.Down)
-	startManager(t, ns)
+	startManager(t, ns, inlineNameServers(time.Second))
 	waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, nameserver.ReasonUnreachable)
 	time.Sleep(1500 * time.Millisecond)
 	if q, gen := publishedQueues(t, ns, g.Name); !slices.Equal(q, want) || gen != generation {
@@ -272,13 +293,14 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 	assertNoOverlap(t, own)
 }
 
-// TestRoutesThroughAServiceWithCredentials: the name server is named by a Service, and requests are
-// signed with the credentials of a Secret; a Secret that is missing is reported until it exists.
+// TestRoutesThroughAServiceWithCredentials: the inline name server is named by a Service, and requests
+// are signed with the credentials of a Secret in the group's namespace; a Secret that is missing is
+// reported (Denied) until it exists.
 func TestRoutesThroughAServiceWithCredentials(t *testing.T) {
 	nsrv := rocketmqstandin.Start(t)
 	nsrv.SetTopic("t", rocketmqstandin.Broker{Name: "b", Queues: 4})
 	ns := newNamespace(t)
-	g := discoveredGroup(ns, "svc", nil, 1, v1alpha1.RetryTopicIgnore)
+	g := discoveredGroup(ns, "svc", nil, v1alpha1.RetryTopicIgnore)
 	g.Spec.NameServer.Addresses = nil
 	g.Spec.NameServer.Service = &v1alpha1.NameServerService{Name: "namesrv", Port: 9876}
 	g.Spec.NameServer.CredentialsSecret = "acl"
@@ -293,9 +315,12 @@ func TestRoutesThroughAServiceWithCredentials(t *testing.T) {
 		}
 	}
 	own, ms := startDiscovered(t, g, 1, dial)
-	got := waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, v1alpha1.ReasonCredentialsUnreadable)
-	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale); !strings.Contains(c.Message, "acl") {
-		t.Errorf("the condition does not name the Secret: %s", c.Message)
+	got := waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, nameserver.ReasonDenied)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTopologyStale); !strings.Contains(c.Message, "credentials Secret cannot be read") {
+		t.Errorf("the condition does not say the credentials cannot be read: %s", c.Message)
+	}
+	if nsrv.Accepted() != 0 {
+		t.Errorf("the name server was dialled %d times without credentials", nsrv.Accepted())
 	}
 	must(t, k8s.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acl"},
 		Data: map[string][]byte{"accessKey": []byte("ak"), "secretKey": []byte("sk")}}))
@@ -318,9 +343,8 @@ func TestRoutesMixStaticAndDiscoveredTopics(t *testing.T) {
 	ns := newNamespace(t)
 	g := testenv.Group(ns, "mix").Topic("s", testenv.Broker("b", 3, "")).Obj()
 	g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "d"})
-	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, RefreshIntervalSeconds: ptr.To[int32](1),
-		BrokerZones: []v1alpha1.BrokerZone{{Broker: "c", Zone: "room-c"}}}
-	startManager(t, ns)
+	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, BrokerZones: []v1alpha1.BrokerZone{{Broker: "c", Zone: "room-c"}}}
+	startManager(t, ns, inlineNameServers(time.Second))
 	must(t, k8s.Create(context.Background(), g))
 	testenv.Pod(ns, "mix-0", "mix").Create(t, k8s)
 	want := append(queuesOf("d", "c", 2), queuesOf("d", "room-a@b", 2)...)

@@ -124,10 +124,20 @@ func startManager(t testing.TB, namespace string, configure ...func(*ConsumerGro
 // startManagerAs runs the operator with the credentials of cfg.
 func startManagerAs(t testing.TB, namespace string, cfg *rest.Config, configure ...func(*ConsumerGroupReconciler)) (stop func()) {
 	t.Helper()
+	return startManagerFor(t, []string{namespace}, cfg, configure...)
+}
+
+// startManagerFor runs the operator for namespaces with the credentials of cfg.
+func startManagerFor(t testing.TB, namespaces []string, cfg *rest.Config, configure ...func(*ConsumerGroupReconciler)) (stop func()) {
+	t.Helper()
+	watched := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		watched[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testScheme,
 		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{namespace: {}},
+			DefaultNamespaces: watched,
 			ByObject:          CacheByObject(),
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},

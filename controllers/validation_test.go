@@ -34,16 +34,25 @@ func TestValidationRejectsBadSpecs(t *testing.T) {
 		{"topic without brokers", func(g *v1alpha1.ConsumerGroup) { g.Spec.Topics[0].Brokers = nil }, "spec.topics[].brokers: a topic without brokers is discovered from spec.nameServer, which is not set"},
 		{"name server without address", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.NameServer = &v1alpha1.NameServer{}
-		}, "spec.nameServer: set exactly one of addresses or service"},
+		}, "spec.nameServer: set exactly one of clusterNameServer, addresses or service"},
 		{"name server with addresses and a service", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"10.0.0.1:9876"}, Service: &v1alpha1.NameServerService{Name: "n"}}
-		}, "spec.nameServer: set exactly one of addresses or service"},
+		}, "spec.nameServer: set exactly one of clusterNameServer, addresses or service"},
+		{"cluster name server and addresses", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{ClusterNameServer: "rocketmq", Addresses: []string{"10.0.0.1:9876"}}
+		}, "spec.nameServer: set exactly one of clusterNameServer, addresses or service"},
+		{"cluster name server with a group's credentials", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{ClusterNameServer: "rocketmq", CredentialsSecret: "acl"}
+		}, "spec.nameServer: credentialsSecret and refreshIntervalSeconds belong to the ClusterNameServer"},
 		{"name server address without port", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"namesrv"}}
 		}, "spec.nameServer.addresses[0]"},
 		{"refresh interval 0", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:9876"}, RefreshIntervalSeconds: ptr.To[int32](0)}
 		}, "spec.nameServer.refreshIntervalSeconds"},
+		{"refresh interval under 10 s", func(g *v1alpha1.ConsumerGroup) {
+			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:9876"}, RefreshIntervalSeconds: ptr.To[int32](9)}
+		}, "spec.nameServer.refreshIntervalSeconds: Invalid value: 9"},
 		{"unknown retry topic mode", func(g *v1alpha1.ConsumerGroup) {
 			g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:9876"}, RetryTopic: "Maybe"}
 		}, "spec.nameServer.retryTopic"},
