@@ -193,6 +193,26 @@ func TestTenantCannotAimTheOperator(t *testing.T) {
 		}
 	}
 	waitForCondition(t, allowed, "reader", v1alpha1.ConditionTopologyStale, metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh)
+	// The administrator sees, on each ClusterNameServer, whether its last read reached a name server.
+	for _, tc := range []struct {
+		cns    *v1alpha1.ClusterNameServer
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{shared, metav1.ConditionTrue, v1alpha1.ReasonNameServerAnswered},
+		{elsewhere, metav1.ConditionFalse, nameserver.ReasonNotAllowed},
+		{wide, metav1.ConditionFalse, nameserver.ReasonNotAllowed},
+	} {
+		eventually(t, waitFor, func() error {
+			var got v1alpha1.ClusterNameServer
+			must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(tc.cns), &got))
+			c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ClusterNameServerReady)
+			if c == nil || c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != got.Generation {
+				return fmt.Errorf("%s: Ready is %+v, want %s/%s", got.Name, c, tc.status, tc.reason)
+			}
+			return nil
+		})
+	}
 	time.Sleep(2 * time.Second) // two more refresh intervals
 	if n := target.Accepted(); n != 0 {
 		t.Fatalf("the tenant's listener was dialled %d times", n)

@@ -31,6 +31,8 @@ type routeReads struct {
 	// events wakes the groups of a source whose read finished.
 	events chan event.GenericEvent
 	read   func(ctx context.Context, src *routeSource, topics []string) *routeRead
+	// done reports each finished read of src, outside the lock (recordClusterNameServer).
+	done func(ctx context.Context, src *routeSource, read *routeRead)
 	// ctx ends the reads when the operator stops.
 	ctx context.Context
 }
@@ -61,8 +63,9 @@ type groupInterest struct {
 }
 
 // init readies the reads to run with read until ctx ends.
-func (b *routeReads) init(ctx context.Context, policy NameServerPolicy, read func(ctx context.Context, src *routeSource, topics []string) *routeRead) {
-	b.ctx, b.read = ctx, read
+func (b *routeReads) init(ctx context.Context, policy NameServerPolicy, read func(ctx context.Context, src *routeSource, topics []string) *routeRead,
+	done func(ctx context.Context, src *routeSource, read *routeRead)) {
+	b.ctx, b.read, b.done = ctx, read, done
 	b.events = make(chan event.GenericEvent, 64)
 	b.slots = make(chan struct{}, cmpOr(policy.MaxReads, defaultMaxReads))
 	b.maxPerNamespace = cmpOr(policy.MaxReadsPerNamespace, defaultMaxReadsPerNamespace)
@@ -188,6 +191,9 @@ func (b *routeReads) run(ctx context.Context, s *sourceState, f *readFlight, nsS
 		wake = append(wake, name)
 	}
 	b.mu.Unlock()
+	if b.done != nil {
+		b.done(ctx, s.src, read)
+	}
 	for _, name := range wake {
 		ev := event.GenericEvent{Object: &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}}
 		select {

@@ -14,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
@@ -28,6 +30,7 @@ import (
 // and, when inline name servers are on, in the groups' namespaces, through a ClusterRole the administrator
 // binds with that choice.
 // +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=clusternameservers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=messaging.consumergroup.io,resources=clusternameservers/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // NameServerPolicy is what the operator's administrator lets groups read routes from. The zero value is
@@ -71,8 +74,9 @@ type routeSource struct {
 	version string
 	// namespace is the namespace whose read slots an inline source takes; empty for a ClusterNameServer.
 	namespace string
-	// name is what status.routes.nameServer says when a read fails everywhere: the ClusterNameServer.
-	name     string
+	// name is the ClusterNameServer's name, and generation the generation read; empty for inline.
+	name       string
+	generation int64
 	addrs    []string
 	interval time.Duration
 	egress   *nameserver.Egress
@@ -141,6 +145,7 @@ func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer)
 		key:                  "cluster/" + cns.Name,
 		version:              fmt.Sprintf("%s/%d", cns.UID, cns.Generation),
 		name:                 cns.Name,
+		generation:           cns.Generation,
 		addrs:                clusterAddrs(cns),
 		interval:             r.refreshInterval(cns.Spec.RefreshIntervalSeconds),
 		egress:               egress,
@@ -265,4 +270,32 @@ func sortedUnion(lists ...[]string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// recordClusterNameServer writes, when it changed, the Ready condition of the ClusterNameServer that src
+// read: True when a name server answered, else False with the reason of the last failure and its fixed
+// sentence. A write that fails is left to the next read.
+func (r *ConsumerGroupReconciler) recordClusterNameServer(ctx context.Context, src *routeSource, read *routeRead) {
+	if src.name == "" {
+		return
+	}
+	var cns v1alpha1.ClusterNameServer
+	if err := r.Get(ctx, types.NamespacedName{Name: src.name}, &cns); err != nil || cns.Generation != src.generation {
+		return
+	}
+	c := metav1.Condition{Type: v1alpha1.ClusterNameServerReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNameServerAnswered,
+		Message: "A name server answered: " + read.answeredBy, ObservedGeneration: cns.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())}
+	if read.answeredBy == "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, nameserver.ReasonUnreachable, capMessage("No name server answered: "+describeReadErrors(read.errs))
+		if n := len(read.errs); n > 0 {
+			c.Reason = read.errs[n-1].Reason
+		}
+	}
+	updated := cns.DeepCopy()
+	if !meta.SetStatusCondition(&updated.Status.Conditions, c) {
+		return
+	}
+	if err := r.Status().Update(ctx, updated, client.FieldOwner(FieldOwner)); err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).V(1).Info("Failed to write a ClusterNameServer's status", "clusterNameServer", src.name, "reason", err.Error())
+	}
 }

@@ -68,7 +68,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, clusterNameServerIndex, clusterNameServerOf); err != nil {
 		return err
 	}
-	r.routes.init(ctx, r.NameServers, r.readSource)
+	r.routes.init(ctx, r.NameServers, r.readSource, r.recordClusterNameServer)
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.NodeLeaseNamespace != "" {
 		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
