@@ -96,14 +96,15 @@ const fencePoll = time.Second
 // acknowledged the generation published then (a recovery). Queues kept for a departed member (restart
 // grace) go to nobody until it returns or the grace ends. Every result lists each queue at most once.
 //
-// It runs in five steps, each a method of handoffPass: settleRevocations, keepReservations,
-// countHoldings, grant and revokeLost.
+// It runs in six steps, each a method of handoffPass: settleRevocations, keepReservations,
+// countHoldings, grant, endReturnedRevocations and revokeLost.
 func handoff(in handoffInput) handoffResult {
 	p := newHandoffPass(in)
 	revoked := p.settleRevocations()
 	reservedFor := p.keepReservations()
 	held := p.countHoldings(revoked)
 	p.grant(held, reservedFor)
+	p.endReturnedRevocations(held)
 	if in.cooperative {
 		p.revokeLost(held)
 	}
@@ -525,6 +526,56 @@ func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]strin
 	}
 }
 
+// endReturnedRevocations is the fifth step: a queue given back to the incarnation an earlier revocation
+// or fence took it from ends that revocation or fence for the queue. The incarnation now reads it by its
+// entry, so nobody else gets it while it is given; and when it loses it again, revokeLost records a
+// revocation of its own, whose lapse counts from its own publication. Left standing, the earlier one
+// would let the queue go on the earlier clock, while the incarnation, which saw it given back, may read
+// it until the later revocation's promise runs out (docs/protocol.md, rule 2).
+func (p *handoffPass) endReturnedRevocations(held *holdings) {
+	given := map[string][]allocate.Queue{}
+	for _, m := range p.in.members {
+		if qs := p.res.entries[m.Pod]; len(qs) > 0 {
+			given[incarnationKey(m.Pod, m.UID)] = qs
+		}
+	}
+	if len(given) == 0 {
+		return
+	}
+	end := func(revs []revocation, sets queueSets) []revocation {
+		out := revs[:0]
+		for _, r := range revs {
+			key := incarnationKey(r.Pod, r.UID)
+			back := given[key]
+			if r.All || len(back) == 0 {
+				out = append(out, r)
+				continue
+			}
+			qs, _ := p.in.scope.Expand(r.Queues)
+			left := protocol.SubtractQueues(qs.Queues, back)
+			if len(left) == len(qs.Queues) {
+				out = append(out, r)
+				continue
+			}
+			if set := sets[key]; set != nil {
+				set.remove(back)
+			}
+			if len(left) > 0 {
+				r.Queues = protocol.Compact(left)
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	p.res.state.Revocations = end(p.res.state.Revocations, held.revoked.pending)
+	p.res.state.Fenced = end(p.res.state.Fenced, held.revoked.fenced)
+	for key, back := range given {
+		if set := held.revoked.lapsed[key]; set != nil {
+			set.remove(back)
+		}
+	}
+}
+
 // withhold counts q, which the target gives to m, as withheld; the first one of a pass is described.
 func (p *handoffPass) withhold(m member, q allocate.Queue, why string) {
 	if p.res.withheld == 0 {
@@ -533,7 +584,7 @@ func (p *handoffPass) withhold(m member, q allocate.Queue, why string) {
 	p.res.withheld++
 }
 
-// revokeLost is the fifth step, in Cooperative mode: what incarnations that stand lose now is revoked, to
+// revokeLost is the sixth step, in Cooperative mode: what incarnations that stand lose now is revoked, to
 // be released by their acknowledgement. Without trusted bookkeeping every one of them is in a recovery
 // until it acknowledges this generation.
 func (p *handoffPass) revokeLost(held *holdings) {

@@ -129,6 +129,13 @@ func (s *queueSet) add(qs []allocate.Queue) {
 	}
 }
 
+// remove takes qs out of a set of listed queues; a set of every queue stays so.
+func (s *queueSet) remove(qs []allocate.Queue) {
+	for _, q := range qs {
+		delete(s.queues, q)
+	}
+}
+
 func (s *queueSet) addGroups(groups []protocol.BrokerQueues, scope *protocol.Scope) {
 	qs, _ := scope.Expand(groups) // decodeHandoff checked them
 	s.add(qs.Queues)

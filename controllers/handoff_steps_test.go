@@ -225,3 +225,71 @@ func TestWithheldSaysWhy(t *testing.T) {
 		t.Fatalf("a is given %v, want %v", res.entries["a"], qs(0))
 	}
 }
+
+// TestQueueGivenBackEndsItsRevocation replays a timeline in which a queue was handed on early. Member X
+// claims q and promises to stop within 6 s; its Lease writes fail from then on, so it acknowledges
+// nothing. At 3.4 s generation 2 takes q from X (revocation r1); at 6.4 s generation 3 gives it back; at
+// 9.5 s generation 4 takes it again. X saw generation 3, so it may read q until generation 4's
+// publication plus its promise: the loss at 9.5 s must be a revocation of its own, and q must not reach
+// Y at 10.4 s, when r1's promise, counted from generation 2, runs out.
+func TestQueueGivenBackEndsItsRevocation(t *testing.T) {
+	t0 := goldenNow
+	q := qs(0)
+	x := leased("x", t0, 1, q, 6*time.Second) // its last renewal: nothing it writes lands after it
+	members := []member{{Member: allocate.Member{ID: "x"}, Pod: "x", UID: "x-uid"}, {Member: allocate.Member{ID: "y"}, Pod: "y", UID: "y-uid"}}
+	y := leased("y", t0, 1, nil, 6*time.Second)
+	in := handoffInput{cooperative: true, revokeTimeout: 30 * time.Second, maxSkew: time.Second, members: members,
+		trusted: true, scope: stepScope(), incarnations: []*incarnation{x, y},
+		published: map[string]protocol.PublishedEntry{"x": {Entry: protocol.Entry{Member: "x", PodUID: "x-uid"}, Queues: q}, "y": {Entry: protocol.Entry{Member: "y", PodUID: "y-uid"}}}}
+	in.publications = in.publications.add(1, t0)
+	generation := int64(1)
+	// pass runs the handoff at t with target giving q to holder, publishes its result as the next
+	// generation and returns it.
+	pass := func(at time.Duration, holder string) handoffResult {
+		t.Helper()
+		in.now = t0.Add(at)
+		in.target = allocate.Plan{"x": nil, "y": nil}
+		in.target[holder] = q
+		res := handoff(in)
+		generation++
+		for i := range res.state.Revocations {
+			if res.state.Revocations[i].Generation == 0 {
+				res.state.Revocations[i].Generation = generation
+			}
+		}
+		in.state = res.state
+		in.published = map[string]protocol.PublishedEntry{}
+		for _, m := range members {
+			in.published[m.Pod] = protocol.PublishedEntry{Entry: protocol.Entry{Member: m.ID, PodUID: string(m.UID)}, Queues: res.entries[m.Pod]}
+		}
+		in.publications = in.publications.add(generation, in.now)
+		return res
+	}
+	revokedAt := func(res handoffResult) []int64 {
+		var gens []int64
+		for _, r := range res.state.Revocations {
+			if r.Pod == "x" && !r.All {
+				if qs, _ := stepScope().Expand(r.Queues); slices.Contains(qs.Queues, q[0]) {
+					gens = append(gens, r.Generation)
+				}
+			}
+		}
+		return gens
+	}
+	if res := pass(3400*time.Millisecond, "y"); len(res.entries["x"]) != 0 || len(res.entries["y"]) != 0 || !slices.Equal(revokedAt(res), []int64{2}) {
+		t.Fatalf("3.4 s: x gets %v, y %v, q revoked from x at generations %v; want nothing for either and r1 at 2", res.entries["x"], res.entries["y"], revokedAt(res))
+	}
+	if res := pass(6400*time.Millisecond, "x"); !slices.Equal(res.entries["x"], q) || len(revokedAt(res)) != 0 {
+		t.Errorf("6.4 s: x gets %v, q revoked from x at generations %v; want q given back and r1 ended", res.entries["x"], revokedAt(res))
+	}
+	if res := pass(9500*time.Millisecond, "y"); len(res.entries["y"]) != 0 || !slices.Equal(revokedAt(res), []int64{4}) {
+		t.Errorf("9.5 s: y gets %v, q revoked from x at generations %v; want a revocation of its own at 4", res.entries["y"], revokedAt(res))
+	}
+	if res := pass(10400*time.Millisecond, "y"); len(res.entries["y"]) != 0 {
+		t.Fatalf("10.4 s: y gets %v while x may read q until %v", res.entries["y"], t0.Add(9500*time.Millisecond+6*time.Second))
+	}
+	// Once generation 4's promise has run out, q goes on: 9.5 s + 6 s + the margin.
+	if res := pass(16600*time.Millisecond, "y"); !slices.Equal(res.entries["y"], q) {
+		t.Fatalf("16.6 s: y gets %v, want q", res.entries["y"])
+	}
+}
