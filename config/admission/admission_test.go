@@ -1,9 +1,10 @@
 //go:build envtest
 
-// Package admission holds the admission policies that confine consumer pods (kustomize resources, no Go
-// code). Its test proves them against a real kube-apiserver, with tokens bound to pods as a kubelet
-// mounts them: every write it refuses is first shown to go through without the policies, with the same
-// RBAC, so each refusal is the policies' doing.
+// Package admission holds the admission policies that confine consumer pods, and the one that keeps a
+// ConsumerGroup from naming a Secret its writer may not read (kustomize resources, no Go code). Its test
+// proves them against a real kube-apiserver, with tokens bound to pods as a kubelet mounts them and a
+// tenant user impersonated: every write it refuses is first shown to go through without the policies,
+// with the same RBAC, so each refusal is the policies' doing.
 package admission
 
 import (
@@ -33,27 +34,39 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// The API server of the package's tests, and an admin client of it.
+// The API server of the package's tests, and admin clients of it: admin for Kubernetes' own kinds,
+// adminGroups for ConsumerGroups.
 var (
-	restConfig *rest.Config
-	admin      kubernetes.Interface
+	restConfig  *rest.Config
+	admin       kubernetes.Interface
+	adminGroups client.Client
+	groupScheme = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, nil, func(_ *envtest.Environment, cfg *rest.Config) error {
+	// The ConsumerGroup CRD, for the nameserver-credentials policy.
+	testenv.Main(m, []string{filepath.Join("..", "crd", "bases")}, func(_ *envtest.Environment, cfg *rest.Config) error {
 		restConfig = cfg
 		// The long pod name draws a warning (a pod's name is its hostname) on every create.
 		quiet := rest.CopyConfig(cfg)
 		quiet.WarningHandler = rest.NoWarnings{}
 		var err error
-		admin, err = kubernetes.NewForConfig(quiet)
+		if admin, err = kubernetes.NewForConfig(quiet); err != nil {
+			return err
+		}
+		if err := v1alpha1.AddToScheme(groupScheme); err != nil {
+			return err
+		}
+		adminGroups, err = client.New(cfg, client.Options{Scheme: groupScheme})
 		return err
 	})
 }
@@ -67,15 +80,22 @@ const operatorNamespace, operatorServiceAccount = "consumergroup-system", "consu
 // world is one namespace set up as docs/protocol.md tells a user to: the consumer's ServiceAccount, Role
 // and RoleBinding, two consumer pods A and B, and beside them another application, ledger, whose pod C
 // elects a leader with a Lease of its own. Clients act with tokens bound to each pod.
+//
+// In it, and in a second namespace aclNS, a tenant user may create and update ConsumerGroups. Both
+// namespaces hold a Secret acl; the tenant may get it in aclNS only, and no other Secret anywhere. The
+// admin has created group ledger, naming acl, and group payments, naming no Secret, in ns, and group
+// billing, naming acl, in aclNS.
 type world struct {
-	ns      string
-	a, b, c *corev1.Pod
+	ns, aclNS string
+	a, b, c   *corev1.Pod
 	// long is a consumer pod whose "<group>.<pod>" is over 253 characters, so that its Lease name is cut
 	// and hashed.
 	long *corev1.Pod
 	// asA, asB, asC and asLong carry a token bound to their pod; asAUnbound a token of A's ServiceAccount
 	// bound to no pod; asOperator a token of the operator's ServiceAccount.
 	asA, asB, asC, asLong, asAUnbound, asOperator kubernetes.Interface
+	// asTenant impersonates the tenant.
+	asTenant client.Client
 }
 
 func must(t *testing.T, err error) {
@@ -162,6 +182,7 @@ func newWorld(t *testing.T, name string) *world {
 	w.asLong = podClient(t, name, consumerSA, w.long)
 	w.asAUnbound = podClient(t, name, consumerSA, nil)
 	w.asOperator = podClient(t, operatorNamespace, operatorServiceAccount, nil)
+	setUpTenant(t, w)
 
 	// B holds its member Lease, written with its own token as pkg/member writes it; C holds its leader
 	// election Lease.
@@ -176,8 +197,63 @@ func newWorld(t *testing.T, name string) *world {
 	return w
 }
 
+// tenant is the user who writes ConsumerGroups in a world's namespaces, impersonated.
+const tenant = "tenant"
+
+// setUpTenant sets up w's tenant, its second namespace, the Secrets and the admin's groups, as world
+// describes.
+func setUpTenant(t *testing.T, w *world) {
+	t.Helper()
+	ctx := context.Background()
+	w.aclNS = w.ns + "-acl"
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.aclNS}}, metav1.CreateOptions{})
+	must(t, err)
+	writeGroups := rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"consumergroups"}, Verbs: []string{"create", "update"}}
+	for _, ns := range []string{w.ns, w.aclNS} {
+		grantSubject(t, ns, "tenant-groups", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}, writeGroups)
+		_, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acl"},
+			StringData: map[string]string{"accessKey": "rocketmq2", "secretKey": "12345678"}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	grantSubject(t, w.aclNS, "tenant-read-acl", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"acl"}, Verbs: []string{"get"}})
+
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant}
+	w.asTenant, err = client.New(cfg, client.Options{Scheme: groupScheme})
+	must(t, err)
+
+	must(t, adminGroups.Create(ctx, inlineGroup(w.ns, "ledger", "acl")))
+	must(t, adminGroups.Create(ctx, inlineGroup(w.ns, "payments", "")))
+	must(t, adminGroups.Create(ctx, inlineGroup(w.aclNS, "billing", "acl")))
+}
+
+// inlineGroup is a group that reads its topic's routes from an inline name server, signing its requests
+// with the Secret credentials when it is not "".
+func inlineGroup(ns, name, credentials string) *v1alpha1.ConsumerGroup {
+	g := testenv.Group(ns, name).Topic("orders").Obj()
+	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"10.0.0.1:9876"}, CredentialsSecret: credentials}
+	return g
+}
+
+// updateGroup reads group ns/name as the admin, changes it and writes it back with c.
+func updateGroup(ctx context.Context, c client.Client, ns, name string, change func(*v1alpha1.ConsumerGroup)) error {
+	var g v1alpha1.ConsumerGroup
+	if err := adminGroups.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &g); err != nil {
+		return err
+	}
+	change(&g)
+	return c.Update(ctx, &g)
+}
+
 // grant binds a Role with rule to ServiceAccount sa in namespace ns.
 func grant(t *testing.T, ns, sa, name string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	grantSubject(t, ns, name, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}, rule)
+}
+
+// grantSubject binds a Role named name with rule to subject in namespace ns.
+func grantSubject(t *testing.T, ns, name string, subject rbacv1.Subject, rule rbacv1.PolicyRule) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}, metav1.CreateOptions{})
@@ -185,7 +261,7 @@ func grant(t *testing.T, ns, sa, name string, rule rbacv1.PolicyRule) {
 	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+		Subjects:   []rbacv1.Subject{subject},
 	}, metav1.CreateOptions{})
 	must(t, err)
 }
@@ -331,6 +407,17 @@ var allowed = []write{
 		_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "homework-assignment"}}, metav1.CreateOptions{})
 		return err
 	}},
+	{name: "the tenant creates a group that names no credentialsSecret", do: func(ctx context.Context, w *world) error {
+		return w.asTenant.Create(ctx, inlineGroup(w.ns, "tenant-plain", ""))
+	}},
+	{name: "the tenant, who may get Secret acl in the namespace, creates a group naming it", do: func(ctx context.Context, w *world) error {
+		return w.asTenant.Create(ctx, inlineGroup(w.aclNS, "tenant-acl", "acl"))
+	}},
+	{name: "the tenant relabels the admin's group ledger, leaving its credentialsSecret acl as it is", do: func(ctx context.Context, w *world) error {
+		return updateGroup(ctx, w.asTenant, w.ns, "ledger", func(g *v1alpha1.ConsumerGroup) {
+			g.Labels = map[string]string{"team": "ledger"}
+		})
+	}},
 }
 
 // refused are the writes the policies refuse. RBAC allows each of them.
@@ -450,6 +537,25 @@ var refused = []write{
 		do: func(ctx context.Context, w *world) error {
 			return updateConfigMap(ctx, admin, w.ns, protocol.AssignmentName(group), func(cm *corev1.ConfigMap) {
 				delete(cm.Labels, protocol.GroupLabel)
+			})
+		}},
+	{name: "the tenant creates a group naming credentialsSecret acl, which it may not get", policy: "nameserver-credentials",
+		names: []string{"spec.nameServer.credentialsSecret: you may not read Secret acl in this namespace, so the operator will not read it for you"},
+		do: func(ctx context.Context, w *world) error {
+			return w.asTenant.Create(ctx, inlineGroup(w.ns, "tenant-acl", "acl"))
+		}},
+	{name: "the tenant sets credentialsSecret acl, which it may not get, on the admin's group payments", policy: "nameserver-credentials",
+		names: []string{"spec.nameServer.credentialsSecret", "Secret acl"},
+		do: func(ctx context.Context, w *world) error {
+			return updateGroup(ctx, w.asTenant, w.ns, "payments", func(g *v1alpha1.ConsumerGroup) {
+				g.Spec.NameServer.CredentialsSecret = "acl"
+			})
+		}},
+	{name: "the tenant changes group billing's credentialsSecret from acl, which it may get, to payments-acl, which it may not", policy: "nameserver-credentials",
+		names: []string{"spec.nameServer.credentialsSecret", "Secret payments-acl"},
+		do: func(ctx context.Context, w *world) error {
+			return updateGroup(ctx, w.asTenant, w.aclNS, "billing", func(g *v1alpha1.ConsumerGroup) {
+				g.Spec.NameServer.CredentialsSecret = "payments-acl"
 			})
 		}},
 	// Last: it leaves B's Lease without its label.
@@ -582,7 +688,7 @@ func installPolicies(t *testing.T, probes *world) map[string]string {
 			}
 		}
 	}
-	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps"} {
+	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps", "nameserver-credentials"} {
 		if names[want] == "" {
 			t.Fatalf("config/admission has no policy %s, of %v", want, names)
 		}
@@ -624,6 +730,9 @@ func awaitPolicies(t *testing.T, w *world) {
 			}
 			_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, assignment(w.ns, "probe-assignment"), dry)
 			return err
+		},
+		"nameserver-credentials": func() error {
+			return w.asTenant.Create(ctx, inlineGroup(w.ns, "probe", "acl"), client.DryRunAll)
 		},
 	}
 	for name, probe := range probes {
