@@ -1,8 +1,9 @@
 //go:build envtest
 
 // Package config holds the operator's manifests. Its test proves them against a real API server: every
-// sample ConsumerGroup is accepted by the CRD's schema and CEL rules, the samples cover every strategy,
-// and the RBAC and Deployment manifests are valid objects without unknown fields.
+// sample ConsumerGroup and ClusterNameServer is accepted by the CRDs' schemas and CEL rules, the samples
+// cover every strategy, and the RBAC, Deployment and NetworkPolicy manifests are valid objects without
+// unknown fields.
 package config
 
 import (
@@ -114,10 +115,15 @@ func TestSamplesAreAccepted(t *testing.T) {
 	for _, file := range sampleFiles(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			for _, obj := range readObjects(t, file) {
-				if obj.GetKind() != "ConsumerGroup" {
-					t.Fatalf("%s holds a %s; samples are ConsumerGroups", file, obj.GetKind())
+				namespace := "default"
+				switch obj.GetKind() {
+				case "ConsumerGroup":
+				case "ClusterNameServer":
+					namespace = "" // cluster-scoped
+				default:
+					t.Fatalf("%s holds a %s; samples are ConsumerGroups and ClusterNameServers", file, obj.GetKind())
 				}
-				if err := dryRunCreate(obj, "default"); err != nil {
+				if err := dryRunCreate(obj, namespace); err != nil {
 					t.Fatalf("the API server refused %s: %v", obj.GetName(), err)
 				}
 			}
@@ -172,6 +178,9 @@ func TestSamplesCoverEveryStrategy(t *testing.T) {
 	broadcasting := false
 	for _, file := range sampleFiles(t) {
 		for _, obj := range readObjects(t, file) {
+			if obj.GetKind() != "ConsumerGroup" {
+				continue
+			}
 			if model, _, _ := unstructured.NestedString(obj.Object, "spec", "messageModel"); model == "Broadcasting" {
 				broadcasting = true
 				continue
@@ -211,6 +220,32 @@ func TestInvalidSampleIsRefused(t *testing.T) {
 	}
 }
 
+// TestSamplesNameClusterNameServersOfTheSamples: a sample group that names a ClusterNameServer names one
+// of the samples, so that applying both shows a group that may read its routes.
+func TestSamplesNameClusterNameServersOfTheSamples(t *testing.T) {
+	cluster := map[string]bool{}
+	var naming []*unstructured.Unstructured
+	for _, file := range sampleFiles(t) {
+		for _, obj := range readObjects(t, file) {
+			if obj.GetKind() == "ClusterNameServer" {
+				cluster[obj.GetName()] = true
+			}
+			if _, found, _ := unstructured.NestedString(obj.Object, "spec", "nameServer", "clusterNameServer"); found {
+				naming = append(naming, obj)
+			}
+		}
+	}
+	if len(naming) == 0 {
+		t.Fatal("no sample group names a ClusterNameServer")
+	}
+	for _, obj := range naming {
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", "nameServer", "clusterNameServer")
+		if !cluster[name] {
+			t.Errorf("sample group %s names ClusterNameServer %s, which no sample is", obj.GetName(), name)
+		}
+	}
+}
+
 // samplesLeftOut are the samples kubectl apply -k config/samples does not apply, each with why.
 var samplesLeftOut = map[string]string{
 	"messaging_v1alpha1_consumergroup_nameserver.yaml": "it reads RocketMQ name servers, which the local demo has not",
@@ -219,7 +254,7 @@ var samplesLeftOut = map[string]string{
 // TestKustomizationsListExistingFiles checks that every kustomization's resources exist, so that
 // kubectl apply -k never fails on a missing file.
 func TestKustomizationsListExistingFiles(t *testing.T) {
-	for _, dir := range []string{"crd", "rbac", "manager", "default", "samples"} {
+	for _, dir := range []string{"crd", "rbac", "manager", "admission", "default", "networkpolicy", "samples"} {
 		k := readKustomization(t, dir)
 		if len(k.Resources) == 0 {
 			t.Errorf("%s/kustomization.yaml lists no resources", dir)
@@ -245,7 +280,7 @@ func TestKustomizationsListExistingFiles(t *testing.T) {
 }
 
 // TestDeploymentManifestsAreValid creates the RBAC objects and the Deployment, as config/default installs
-// them (namespace consumergroup-system), with strict field validation.
+// them (namespace consumergroup-system), and the opt-in NetworkPolicy, with strict field validation.
 func TestDeploymentManifestsAreValid(t *testing.T) {
 	const namespace = "consumergroup-system"
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
@@ -253,8 +288,10 @@ func TestDeploymentManifestsAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := []string{filepath.Join("manager", "manager.yaml")}
-	for _, r := range readKustomization(t, "rbac").Resources {
-		files = append(files, filepath.Join("rbac", r))
+	for _, dir := range []string{"rbac", "networkpolicy"} {
+		for _, r := range readKustomization(t, dir).Resources {
+			files = append(files, filepath.Join(dir, r))
+		}
 	}
 	for _, file := range files {
 		for _, obj := range readObjects(t, file) {
