@@ -149,6 +149,10 @@ func (s *server) ack(w http.ResponseWriter, r *http.Request) {
 	switch err := s.client.Ack(ctx, *req.Generation); {
 	case errors.Is(err, member.ErrUnknownGeneration), errors.Is(err, member.ErrDrained):
 		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, member.ErrAckPending):
+		// Kept and being written: the consumer carries on, as with a write that landed (a 200, which every
+		// client takes as done); "pending" says which generation is still on its way to the Lease.
+		writeJSON(w, http.StatusOK, map[string]any{"acked": s.client.Acked(), "pending": *req.Generation})
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:

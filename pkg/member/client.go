@@ -23,6 +23,11 @@ type Queue = protocol.Queue
 // ErrUnknownGeneration is returned by Ack for a generation the pod has not seen published.
 var ErrUnknownGeneration = errors.New("generation not published")
 
+// ErrAckPending is returned by Ack when the acknowledgement's write did not land within AckWait (a quarter
+// of the stop timeout): the acknowledgement is kept, the write goes on, and the Lease's next write carries
+// it if this one fails. The application carries on: it takes its next assignment in time.
+var ErrAckPending = errors.New("acknowledgement not yet written")
+
 // ErrDrained is returned by Ack once Drain has stopped the member: it reads nothing until its process
 // restarts, so it acknowledges nothing new.
 var ErrDrained = errors.New("the member has drained")
@@ -91,6 +96,11 @@ type Client struct {
 	// ackMu serialises acknowledgements. It is taken before the keeper's writeMu and mu (the package
 	// doc's Locks).
 	ackMu sync.Mutex
+	// ackWrite is the acknowledgement write in flight, and ackNext the one that follows it, which carries
+	// the acknowledgements recorded while the first was in flight; both guarded by ackMu.
+	ackWrite, ackNext *ackWrite
+	// runCtx is the context of Run: the acknowledgement writes outlive the Ack calls that start them.
+	runCtx atomic.Pointer[context.Context]
 
 	// mu guards state and the fields below it.
 	mu sync.Mutex
@@ -156,6 +166,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("group", c.cfg.Group, "pod", c.cfg.Pod)
 	ctx = klog.NewContext(ctx, logger)
+	c.runCtx.Store(&ctx)
 
 	synced := make(chan struct{})
 	var wg sync.WaitGroup
@@ -380,6 +391,11 @@ func (c *Client) Next(ctx context.Context, after int64) (Assignment, error) {
 // nothing; one that was never delivered is an error wrapping ErrUnknownGeneration, and any other once Drain
 // has stopped the member an error wrapping ErrDrained. When the write fails, the acknowledgement is still
 // kept, and written with the next renewal.
+//
+// Ack returns within AckWait, a quarter of the stop timeout, however slow the API server is: an
+// application that waited on a slow write would take the next assignment, which may revoke queues, late,
+// and read them past the member's promise (docs/protocol.md). A write still in flight then goes on, and
+// Ack returns an error wrapping ErrAckPending.
 func (c *Client) Ack(ctx context.Context, generation int64) error {
 	if generation < 0 {
 		return fmt.Errorf("generation %d is negative", generation)
@@ -388,14 +404,64 @@ func (c *Client) Ack(ctx context.Context, generation int64) error {
 		return nil
 	}
 	c.ackMu.Lock()
-	defer c.ackMu.Unlock()
-	if write, err := c.recordAck(generation); !write || err != nil {
+	write, err := c.recordAck(generation)
+	if !write || err != nil {
+		c.ackMu.Unlock()
 		return err
 	}
-	if err := c.lease.writeNow(ctx); err != nil {
-		return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.cfg.leaseName(), err)
+	w := c.startAckWriteLocked()
+	c.ackMu.Unlock()
+	wait := c.cfg.Clock.NewTimer(c.AckWait())
+	defer wait.Stop()
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return fmt.Errorf("acknowledging generation %d in Lease %s: %w", generation, c.cfg.leaseName(), w.err)
+		}
+		return nil
+	case <-wait.C():
+	case <-ctx.Done():
 	}
-	return nil
+	return fmt.Errorf("%w: generation %d, in Lease %s; the write goes on", ErrAckPending, generation, c.cfg.leaseName())
+}
+
+// AckWait is the longest Ack waits for its write.
+func (c *Client) AckWait() time.Duration { return c.cfg.StopTimeout / 4 }
+
+// ackWrite is one write of the acknowledgements recorded before it started.
+type ackWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// startAckWriteLocked returns the write that will carry the acknowledgements recorded so far: a new one
+// when none is in flight, else the one that follows the write in flight. ackMu is held.
+func (c *Client) startAckWriteLocked() *ackWrite {
+	if c.ackWrite == nil {
+		c.ackWrite = &ackWrite{done: make(chan struct{})}
+		go c.runAckWrite(c.ackWrite)
+		return c.ackWrite
+	}
+	if c.ackNext == nil {
+		c.ackNext = &ackWrite{done: make(chan struct{})}
+	}
+	return c.ackNext
+}
+
+// runAckWrite writes the Lease for w, then starts the write that follows, if any.
+func (c *Client) runAckWrite(w *ackWrite) {
+	ctx := context.Background()
+	if p := c.runCtx.Load(); p != nil {
+		ctx = *p
+	}
+	w.err = c.lease.writeNow(ctx)
+	close(w.done)
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	c.ackWrite, c.ackNext = c.ackNext, nil
+	if c.ackWrite != nil {
+		go c.runAckWrite(c.ackWrite)
+	}
 }
 
 // recordAck records the acknowledgement of generation, for the Lease's next write, and reports whether
@@ -455,7 +521,7 @@ func (c *Client) autoAckLoop(ctx context.Context) {
 		if a.Generation == 0 {
 			continue
 		}
-		if err := c.Ack(ctx, a.Generation); err != nil && ctx.Err() == nil {
+		if err := c.Ack(ctx, a.Generation); err != nil && !errors.Is(err, ErrAckPending) && ctx.Err() == nil {
 			logger.Error(err, "Failed to acknowledge assignment; retrying", "generation", a.Generation)
 			retry.Reset(c.cfg.renewEvery())
 		}

@@ -464,3 +464,70 @@ func TestFollowsTheShardOfAShardedAssignment(t *testing.T) {
 	publish(t, ns, 5, with(queues(4)))
 	eventually(t, 10*time.Second, inForce(m.client, 5, queues(4)))
 }
+
+// slowLeaseWrites holds every write to a Lease back by delay while slow is set, as an API server queueing
+// writes (API Priority and Fairness, a slow admission webhook) would; reads pass at once.
+type slowLeaseWrites struct {
+	next  http.RoundTripper
+	slow  *atomic.Bool
+	delay time.Duration
+}
+
+func (s slowLeaseWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s.slow.Load() && strings.Contains(req.URL.Path, "/leases") && req.Method != http.MethodGet {
+		time.Sleep(s.delay)
+	}
+	return s.next.RoundTrip(req)
+}
+
+// TestAckReturnsInTimeWhenWritesAreSlow: with every Lease write held back 8 s, longer than the member's
+// promise (its stop timeout plus contact timeout), Ack returns within AckWait, so that the documented loop
+// takes the next generation, which revokes the queues, within the stop timeout of its delivery; and the
+// acknowledgement still reaches the Lease once the write lands.
+func TestAckReturnsInTimeWhenWritesAreSlow(t *testing.T) {
+	ns := newNamespace(t)
+	var slow atomic.Bool
+	const delay = 8 * time.Second
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return slowLeaseWrites{next: rt, slow: &slow, delay: delay} })
+	m := startMember(t, ns, func(c *member.Config) { c.LeaseDuration = 30 * time.Second }, kubernetes.NewForConfigOrDie(cfg))
+	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
+	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
+	if promise := m.cfg.StopTimeout + m.cfg.ContactTimeout; delay <= promise {
+		t.Fatalf("the writes are held back %v, not longer than the promise %v", delay, promise)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slow.Store(true)
+	publish(t, ns, 2, map[string][]member.Queue{"consumer-0": queues(0)})
+	eventually(t, 10*time.Second, inForce(m.client, 2, queues(0)))
+
+	// The documented loop: consume generation 2, acknowledge it, take the next.
+	next := make(chan time.Time, 1)
+	go func() {
+		start := time.Now()
+		err := m.client.Ack(ctx, 2)
+		if took := time.Since(start); !errors.Is(err, member.ErrAckPending) || took > m.client.AckWait()+time.Second {
+			t.Errorf("Ack(2) returned %v after %v; want ErrAckPending within %v", err, took, m.client.AckWait())
+		}
+		if a, err := m.client.Next(ctx, 2); err != nil || a.Generation != 3 || len(a.Queues) != 0 {
+			t.Errorf("Next after generation 2: %+v, %v; want generation 3 without queues", a, err)
+		}
+		next <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	published := time.Now()
+	publish(t, ns, 3, map[string][]member.Queue{"consumer-0": nil})
+	took := (<-next).Sub(published)
+	t.Logf("with Lease writes held back %v, the loop took generation 3 %v after it was published", delay, took.Round(time.Millisecond))
+	if took > m.cfg.StopTimeout {
+		t.Errorf("the loop took generation 3 %v after it was published; want it within the stop timeout %v", took, m.cfg.StopTimeout)
+	}
+	// The acknowledgement was kept and lands with the slow write.
+	eventually(t, 3*delay, func() error {
+		if got := leaseState(t, ns, m).AckedGeneration; got < 2 {
+			return fmt.Errorf("the Lease acknowledges %d", got)
+		}
+		return nil
+	})
+}
