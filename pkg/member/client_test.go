@@ -489,7 +489,9 @@ func TestAckReturnsInTimeWhenWritesAreSlow(t *testing.T) {
 	var slow atomic.Bool
 	const delay = 8 * time.Second
 	cfg := rest.CopyConfig(restConfig)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return slowLeaseWrites{next: rt, slow: &slow, delay: delay} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return slowLeaseWrites{next: rt, slow: &slow, delay: delay}
+	})
 	m := startMember(t, ns, func(c *member.Config) { c.LeaseDuration = 30 * time.Second }, kubernetes.NewForConfigOrDie(cfg))
 	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
