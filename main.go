@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,6 +68,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 		"Comma-separated CIDRs: honour the name servers a ConsumerGroup names in its own spec (spec.nameServer.addresses or service), dialling only addresses in these ranges, "+
 			"with credentials from the group's own namespace. Empty, the default, refuses them: on a cluster shared by tenants, use ClusterNameServers. "+
 			"Loopback and link-local addresses need a CIDR within them; the API server's addresses need their own /32.")
+	fs.Func("inline-name-server-ports", "Comma-separated ports inline name servers may use (with --inline-name-server-cidrs); empty allows any port.",
+		func(v string) error {
+			for _, p := range strings.Split(v, ",") {
+				n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+				if err != nil || n < 1 || n > 65535 {
+					return fmt.Errorf("port %q: want 1 to 65535", p)
+				}
+				c.nameServers.InlinePorts = append(c.nameServers.InlinePorts, int32(n))
+			}
+			return nil
+		})
 	var qps float64
 	fs.Float64Var(&qps, "kube-api-qps", float64(manager.DefaultClientRateLimit.QPS),
 		"Requests a second the operator sends the API server, for each kind of object, after a burst. "+

@@ -52,3 +52,25 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestNameServerFlags: without flags, inline name servers are off; with them, they are on for the
+// CIDRs and ports given, and a port out of range is refused.
+func TestNameServerFlags(t *testing.T) {
+	c, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nameServers.InlineCIDRs != "" || len(c.nameServers.InlinePorts) != 0 || c.nameServers.CredentialsNamespace != "" {
+		t.Errorf("name servers %+v by default, want inline ones off and the pod's namespace for credentials", c.nameServers)
+	}
+	c, err = parse(t, "--inline-name-server-cidrs=10.0.0.0/8,192.168.0.0/16", "--inline-name-server-ports=9876,9877", "--credentials-namespace=rocketmq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nameServers.InlineCIDRs != "10.0.0.0/8,192.168.0.0/16" || len(c.nameServers.InlinePorts) != 2 || c.nameServers.CredentialsNamespace != "rocketmq" {
+		t.Errorf("name servers %+v", c.nameServers)
+	}
+	if _, err := parse(t, "--inline-name-server-ports=0"); err == nil {
+		t.Error("port 0 was accepted")
+	}
+}

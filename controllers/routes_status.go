@@ -24,7 +24,7 @@ import (
 // Route metrics, labelled by the group's namespace and name (docs/metrics.md).
 var (
 	discoveredQueuesGauge = groupGauge("consumergroup_discovered_queues", "Queues of the discovered topics in force: readable queues of the routes last read from the name servers.")
-	routesReadGauge       = groupGauge("consumergroup_routes_last_read_timestamp_seconds", "When a read of the routes last reached every discovered topic (status.routes.readTime), in seconds since the epoch.")
+	routesReadGauge       = groupGauge("consumergroup_routes_last_read_timestamp_seconds", "When a name server last answered a read of the group's routes, in seconds since the epoch.")
 	routeErrorsTotal      = groupCounter("consumergroup_routes_read_errors_total",
 		"Failures to read routes from a name server, by reason: Unreachable, Refused, Timeout, Garbled, Rejected, Untrusted, NotAllowed, Denied.", "reason")
 )
@@ -221,7 +221,7 @@ func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.
 	}
 	since := "never read"
 	if rt := status.Routes; rt != nil && rt.ReadTime != nil {
-		since = "read in full at " + rt.ReadTime.UTC().Format(time.RFC3339)
+		since = "as they stand since " + rt.ReadTime.UTC().Format(time.RFC3339)
 	}
 	reason := nameserver.ReasonUnreachable
 	if len(read.errs) > 0 {
@@ -299,7 +299,7 @@ func (r *ConsumerGroupReconciler) emitRouteEvents(group *v1alpha1.ConsumerGroup,
 		}
 	}
 	if changes := routeChanges(old.Routes, group.Status.Routes); len(changes) > 0 {
-		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRoutesChanged, "ReadRoutes", "Discovered queues changed: %s", summarize(changes))
+		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRoutesChanged, "ReadRoutes", "%s", capMessage("Discovered queues changed: "+summarize(changes)))
 	}
 }
 

@@ -63,7 +63,7 @@ const (
 const ConditionTopologyStale = "TopologyStale"
 
 // Reasons of TopologyStale besides pkg/nameserver's (Unreachable, Refused, Timeout, Garbled, Rejected,
-// NotAllowed, Denied). Each comes with a fixed sentence: nothing a name server sent, and no error text,
+// Untrusted, NotAllowed, Denied). Each comes with a fixed sentence: nothing a name server sent, and no error text,
 // reaches a condition or an event.
 const (
 	ReasonRoutesFresh = "Fresh"
@@ -77,10 +77,9 @@ const (
 const (
 	// ClusterNameServerReady is True while the last read of its routes reached a name server.
 	ClusterNameServerReady = "Ready"
-	// ReasonNameServerAnswered: the last read reached a name server.
+	// ReasonNameServerAnswered: the last read reached a name server; otherwise the reason is the last
+	// failure's (pkg/nameserver). A ClusterNameServer no group has read has no Ready condition.
 	ReasonNameServerAnswered = "Answered"
-	// ReasonNotRead: no group uses it, so nothing was read.
-	ReasonNotRead = "NotRead"
 )
 
 // ConditionTypes are every condition type the operator sets, in the order status lists them; the CRD's

@@ -578,7 +578,7 @@ type RoutesStatus struct {
 	// +optional
 	ReadTime *metav1.Time `json:"readTime,omitempty"`
 
-	// nameServer is the address that last answered, or the ClusterNameServer's name.
+	// nameServer is the address that last answered.
 	// +optional
 	NameServer string `json:"nameServer,omitempty"`
 

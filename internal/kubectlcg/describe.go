@@ -33,7 +33,8 @@ type Description struct {
 	CrossZone    *int `json:"crossZone,omitempty"`
 	MinCrossZone *int `json:"minCrossZone,omitempty"`
 	// NameServer, RoutesRead and Routes are the routes of the discovered topics (status.routes): the
-	// name server that last answered, how long ago they were last read in full, each topic's brokers.
+	// name server that last answered, since when they stand as they are (a read that finds them unchanged
+	// writes nothing), each topic's brokers.
 	NameServer string             `json:"nameServer,omitempty"`
 	RoutesRead string             `json:"routesRead,omitempty"`
 	Routes     []RouteDescription `json:"routes,omitempty"`

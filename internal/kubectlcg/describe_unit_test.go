@@ -67,7 +67,7 @@ func TestDescribeRoutes(t *testing.T) {
 	if err := d.table(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ROUTES from name server 10.0.0.1:9876, read in full 12s ago", "orders  a       16      16           RW-   12s ago  -", "orders  b       0       8            -W-", "gone    -       0       0            -     12s ago  12s ago"} {
+	for _, want := range []string{"ROUTES from name server 10.0.0.1:9876, as they stand since 12s ago", "orders  a       16      16           RW-   12s ago  -", "orders  b       0       8            -W-", "gone    -       0       0            -     12s ago  12s ago"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("describe lacks %q:\n%s", want, out.String())
 		}

@@ -80,8 +80,8 @@ func (d Description) routesTable(tw *table) {
 	if read == "" {
 		read = "not yet"
 	}
-	tw.printf("\nROUTES from name server %s, read in full %s\n", dash(d.NameServer), read)
-	tw.printf("TOPIC\tBROKER\tQUEUES\tREAD QUEUES\tPERM\tREAD\tABSENT SINCE\n")
+	tw.printf("\nROUTES from name server %s, as they stand since %s\n", dash(d.NameServer), read)
+	tw.printf("TOPIC\tBROKER\tQUEUES\tREAD QUEUES\tPERM\tSINCE\tABSENT SINCE\n")
 	for _, r := range d.Routes {
 		tw.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, dash(r.Broker), fmt.Sprint(r.Queues), fmt.Sprint(r.ReadQueueNums), dash(r.Perm), dash(r.Read), dash(r.AbsentSince))
 	}
