@@ -17,9 +17,10 @@ import (
 // admissionPolicies are config/admission's policies, by the name they carry there (before kustomize's
 // namePrefix), and the file the chart copies each into.
 var admissionPolicies = map[string]string{
-	"member-lease":          "member_lease_policy.yaml",
-	"member-writes":         "member_writes_policy.yaml",
-	"assignment-configmaps": "assignment_policy.yaml",
+	"member-lease":           "member_lease_policy.yaml",
+	"member-writes":          "member_writes_policy.yaml",
+	"assignment-configmaps":  "assignment_policy.yaml",
+	"nameserver-credentials": "nameserver_credentials_policy.yaml",
 }
 
 // shippedAdmission is what one install carries of the admission policies.
@@ -90,7 +91,7 @@ func withOperator(spec admissionregistrationv1.ValidatingAdmissionPolicySpec, ex
 	return spec
 }
 
-// check checks that the install carries config/admission's three policies under prefix+name, unchanged
+// check checks that the install carries config/admission's policies under prefix+name, unchanged
 // but for the assignment-configmaps policy's operator, which must be the ServiceAccount the operator's
 // Deployment runs as, and each bound with Deny.
 func (s shippedAdmission) check(t *testing.T, prefix string) {
@@ -176,5 +177,22 @@ func TestAdmissionPoliciesInChart(t *testing.T) {
 	off := renderChart(t, map[string]any{"admissionPolicies": map[string]any{"enabled": false}}, "ops")
 	if n := len(find(off, "ValidatingAdmissionPolicy")) + len(find(off, "ValidatingAdmissionPolicyBinding")); n != 0 {
 		t.Errorf("admissionPolicies.enabled=false renders %d policies and bindings", n)
+	}
+
+	// Inline name servers need nameserver-credentials, even with the others off.
+	inline := admissionOf(t, renderChart(t, map[string]any{"admissionPolicies": map[string]any{"enabled": false},
+		"nameServers": map[string]any{"inlineCIDRs": []any{"10.20.0.0/16"}}}, "ops"))
+	const name = "cgo-consumergroup-operator-nameserver-credentials"
+	p, ok := inline.policies[name]
+	if len(inline.policies) != 1 || len(inline.bindings) != 1 || !ok {
+		t.Fatalf("with inline name servers and admissionPolicies.enabled=false: policies %v, bindings %v, want only %s",
+			keys(inline.policies), keys(inline.bindings), name)
+	}
+	if !reflect.DeepEqual(p.Spec, configPolicy(t, "nameserver-credentials").Spec) {
+		t.Errorf("policy %s differs from config/admission/%s", name, admissionPolicies["nameserver-credentials"])
+	}
+	if b := inline.bindings[name]; b.Spec.PolicyName != name ||
+		!reflect.DeepEqual(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %s binds %q with %v, want %s with [Deny]", b.Name, b.Spec.PolicyName, b.Spec.ValidationActions, name)
 	}
 }

@@ -31,7 +31,7 @@ import (
 func TestApplyDryRun(t *testing.T) {
 	c, _ := startAPIServer(t)
 	ctx := context.Background()
-	for _, ns := range []string{"consumergroup-system", "ops", "orders", "payments"} {
+	for _, ns := range []string{"consumergroup-system", "ops", "orders", "payments", "rocketmq-credentials"} {
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
 

@@ -37,6 +37,9 @@ var nonDefaultValues = map[string]any{
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 		"prometheusRule": map[string]any{"enabled": true},
 	},
+	"nameServers": map[string]any{"credentialsNamespace": "rocketmq-credentials", "inlineCIDRs": []any{"10.20.0.0/16", "10.30.0.0/16"}},
+	"networkPolicy": map[string]any{"enabled": true, "apiServerCIDRs": []any{"172.18.0.2/32"},
+		"nameServerCIDRs": []any{"10.20.0.0/16"}, "nameServerPorts": []any{9876, 19876}},
 }
 
 // renderChart renders the chart as `helm template --include-crds` does, into release namespace ns, and
@@ -146,6 +149,10 @@ func TestChartDefaults(t *testing.T) {
 	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--namespaces") }) {
 		t.Errorf("args %q limit the namespaces by default", c.Args)
 	}
+	if !slices.Contains(c.Args, "--credentials-namespace=consumergroup-system") ||
+		slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--inline-name-server-cidrs") }) {
+		t.Errorf("args %q: want Secrets read in the release namespace, and no inline name servers", c.Args)
+	}
 	psc := dep.Spec.Template.Spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != nonroot {
 		t.Errorf("pod security context %+v, want non-root user %d (the images' user)", psc, nonroot)
@@ -166,15 +173,61 @@ func TestChartDefaults(t *testing.T) {
 	}
 	// Besides: the metrics endpoint's authentication and authorization, bound, and metrics-reader, for
 	// scrapers (TestChartMetrics).
-	if len(roles) != 3 || len(find(objs, "ClusterRoleBinding")) != 2 || len(find(objs, "Role")) != 1 {
-		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles: want the manager's role bound cluster-wide, the metrics auth role bound, metrics-reader and the leader election's",
+	if len(roles) != 3 || len(find(objs, "ClusterRoleBinding")) != 2 || len(find(objs, "Role")) != 2 {
+		t.Errorf("%d ClusterRoles, %d ClusterRoleBindings, %d Roles: want the manager's role bound cluster-wide, the metrics auth role bound, metrics-reader, the leader election's and the credentials'",
 			len(roles), len(find(objs, "ClusterRoleBinding")), len(find(objs, "Role")))
 	}
+	// Secrets: get, in the release namespace only.
+	checkCredentialsRole(t, objs, "consumergroup-system")
 	if len(find(objs, "Service")) != 1 || len(find(objs, "ServiceMonitor")) != 0 || len(find(objs, "PrometheusRule")) != 0 {
 		t.Errorf("want the metrics Service and no monitoring.coreos.com objects by default")
 	}
-	if len(find(objs, "CustomResourceDefinition")) != 1 {
-		t.Errorf("want the ConsumerGroup CRD")
+	if len(find(objs, "NetworkPolicy")) != 0 {
+		t.Errorf("a NetworkPolicy by default")
+	}
+	if crds := find(objs, "CustomResourceDefinition"); len(crds) != 2 || crds["consumergroups.messaging.consumergroup.io"] == nil ||
+		crds["clusternameservers.messaging.consumergroup.io"] == nil {
+		t.Errorf("CRDs %v, want ConsumerGroup's and ClusterNameServer's", keys(crds))
+	}
+}
+
+// getSecrets is the one rule the operator needs on Secrets.
+var getSecrets = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}
+
+// checkCredentialsRole checks that objs hold the Role that lets the operator get Secrets in namespace ns,
+// bound to the operator's ServiceAccount, and that no other Role or ClusterRole but inline-credentials
+// grants anything on Secrets.
+func checkCredentialsRole(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+	t.Helper()
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Role" && o.GetName() == "cgo-consumergroup-operator-credentials":
+			as(t, o, &role)
+		case o.GetKind() == "RoleBinding" && o.GetName() == "cgo-consumergroup-operator-credentials":
+			as(t, o, &binding)
+		}
+	}
+	dep, _ := container(t, objs)
+	if role.Namespace != ns || !reflect.DeepEqual(role.Rules, getSecrets) {
+		t.Errorf("the credentials Role %s/%s grants %+v, want get on secrets in %s", role.Namespace, role.Name, role.Rules, ns)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: dep.Spec.Template.Spec.ServiceAccountName, Namespace: dep.Namespace}}
+	if binding.Namespace != ns || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Name || !reflect.DeepEqual(binding.Subjects, want) {
+		t.Errorf("the credentials RoleBinding %+v, want Role %s bound to %+v in %s", binding, role.Name, want, ns)
+	}
+	for _, o := range objs {
+		if (o.GetKind() != "Role" && o.GetKind() != "ClusterRole") || o.GetName() == role.Name || o.GetName() == "cgo-consumergroup-operator-inline-credentials" {
+			continue
+		}
+		var r rbacv1.ClusterRole // a Role's fields are a ClusterRole's but aggregationRule
+		as(t, o, &r)
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "secrets") || slices.Contains(rule.Resources, "*") {
+				t.Errorf("%s %s grants %v on %v", o.GetKind(), o.GetName(), rule.Verbs, rule.Resources)
+			}
+		}
 	}
 }
 
@@ -192,7 +245,8 @@ func TestChartNonDefaults(t *testing.T) {
 	if *dep.Spec.Replicas != 1 || slices.Contains(c.Args, "--leader-elect") {
 		t.Errorf("replicas %d, args %q: want one replica without leader election", *dep.Spec.Replicas, c.Args)
 	}
-	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090"} {
+	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090",
+		"--credentials-namespace=rocketmq-credentials", "--inline-name-server-cidrs=10.20.0.0/16,10.30.0.0/16"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -204,36 +258,44 @@ func TestChartNonDefaults(t *testing.T) {
 		t.Errorf("node selector %v", dep.Spec.Template.Spec.NodeSelector)
 	}
 
-	// Namespaced RBAC: the manager's rules bound in each watched namespace, nodes cluster-wide, and no
-	// leader election Role.
+	// Namespaced RBAC: the manager's rules and, with inline name servers, get on Secrets bound in each
+	// watched namespace; the cluster-scoped reads cluster-wide; the credentials Role in its namespace;
+	// and no leader election Role.
 	bindings := map[string]string{}
 	for _, o := range objs {
 		if o.GetKind() == "RoleBinding" {
 			var rb rbacv1.RoleBinding
 			as(t, o, &rb)
-			bindings[rb.Namespace] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name
+			bindings[rb.Namespace+"/"+rb.Name] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name
 		}
 	}
-	want := map[string]string{"orders": "ClusterRole/cgo-consumergroup-operator-manager", "payments": "ClusterRole/cgo-consumergroup-operator-manager",
-		"kube-node-lease": "Role/cgo-consumergroup-operator-node-leases"}
+	want := map[string]string{
+		"orders/cgo-consumergroup-operator-manager":                   "ClusterRole/cgo-consumergroup-operator-manager",
+		"payments/cgo-consumergroup-operator-manager":                 "ClusterRole/cgo-consumergroup-operator-manager",
+		"orders/cgo-consumergroup-operator-inline-credentials":        "ClusterRole/cgo-consumergroup-operator-inline-credentials",
+		"payments/cgo-consumergroup-operator-inline-credentials":      "ClusterRole/cgo-consumergroup-operator-inline-credentials",
+		"kube-node-lease/cgo-consumergroup-operator-node-leases":      "Role/cgo-consumergroup-operator-node-leases",
+		"rocketmq-credentials/cgo-consumergroup-operator-credentials": "Role/cgo-consumergroup-operator-credentials",
+	}
 	if !reflect.DeepEqual(bindings, want) {
 		t.Errorf("RoleBindings %v, want %v", bindings, want)
 	}
 	crbs := find(objs, "ClusterRoleBinding")
-	if len(crbs) != 2 || crbs["cgo-consumergroup-operator-nodes"] == nil || crbs["cgo-consumergroup-operator-metrics-auth"] == nil {
-		t.Errorf("ClusterRoleBindings %v, want only the nodes one and the metrics endpoint's", keys(crbs))
+	if len(crbs) != 2 || crbs["cgo-consumergroup-operator-cluster-scoped"] == nil || crbs["cgo-consumergroup-operator-metrics-auth"] == nil {
+		t.Errorf("ClusterRoleBindings %v, want only the cluster-scoped reads' and the metrics endpoint's", keys(crbs))
 	}
-	var nodes rbacv1.ClusterRole
-	as(t, find(objs, "ClusterRole")["cgo-consumergroup-operator-nodes"], &nodes)
-	if len(nodes.Rules) != 1 || !reflect.DeepEqual(nodes.Rules[0].Resources, []string{"nodes"}) ||
-		slices.ContainsFunc(nodes.Rules[0].Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
-		t.Errorf("the nodes ClusterRole grants %v, want read access to nodes only", nodes.Rules)
+	checkClusterScopedRole(t, objs)
+	checkCredentialsRole(t, objs, "rocketmq-credentials")
+	var inline rbacv1.ClusterRole
+	as(t, find(objs, "ClusterRole")["cgo-consumergroup-operator-inline-credentials"], &inline)
+	if !reflect.DeepEqual(inline.Rules, getSecrets) {
+		t.Errorf("the inline credentials ClusterRole grants %+v, want get on secrets", inline.Rules)
 	}
-	// The one Role reads the kubelets' node Leases; there is no leader election Role without leader election.
+	// The node Leases' Role and the credentials'; there is no leader election Role without leader election.
 	roles := find(objs, "Role")
 	var nodeLeases rbacv1.Role
-	if len(roles) != 1 || roles["cgo-consumergroup-operator-node-leases"] == nil {
-		t.Fatalf("Roles %v, want only the node Leases one", keys(roles))
+	if len(roles) != 2 || roles["cgo-consumergroup-operator-node-leases"] == nil || roles["cgo-consumergroup-operator-credentials"] == nil {
+		t.Fatalf("Roles %v, want only the node Leases' and the credentials'", keys(roles))
 	}
 	as(t, roles["cgo-consumergroup-operator-node-leases"], &nodeLeases)
 	if nodeLeases.Namespace != "kube-node-lease" || len(nodeLeases.Rules) != 1 || !reflect.DeepEqual(nodeLeases.Rules[0].Resources, []string{"leases"}) ||
@@ -260,11 +322,56 @@ func TestChartNonDefaults(t *testing.T) {
 	}
 }
 
-// TestChartRefusesUnsafeValues: two replicas without leader election would both publish.
+// clusterScoped are the cluster-scoped kinds of config/rbac/role.yaml: with watchNamespaces, a
+// RoleBinding of the manager's ClusterRole cannot grant them, so the chart grants them cluster-wide.
+var clusterScoped = []string{"nodes", "namespaces", "clusternameservers"}
+
+// checkClusterScopedRole checks that the cluster-scoped ClusterRole grants on clusterScoped exactly what
+// role.yaml grants on them, and nothing else.
+func checkClusterScopedRole(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	grants := func(rules []rbacv1.PolicyRule) map[string][]string {
+		g := map[string][]string{}
+		for _, r := range rules {
+			for _, group := range r.APIGroups {
+				for _, res := range r.Resources {
+					if slices.Contains(clusterScoped, res) {
+						g[group+"/"+res] = append(g[group+"/"+res], r.Verbs...)
+					}
+				}
+			}
+		}
+		return g
+	}
+	var generated, role rbacv1.ClusterRole
+	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &generated)
+	as(t, find(objs, "ClusterRole")["cgo-consumergroup-operator-cluster-scoped"], &role)
+	want := grants(generated.Rules)
+	if len(want) != len(clusterScoped) {
+		t.Errorf("role.yaml grants %v of the cluster-scoped kinds %v: has one gone, or has a new one come that the chart's $clusterScoped must list?", want, clusterScoped)
+	}
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			if !slices.Contains(clusterScoped, res) {
+				t.Errorf("the cluster-scoped ClusterRole grants %v on %s, which is namespaced", r.Verbs, res)
+			}
+		}
+	}
+	if got := grants(role.Rules); !reflect.DeepEqual(got, want) {
+		t.Errorf("the cluster-scoped ClusterRole grants %v, want role.yaml's %v", got, want)
+	}
+}
+
+// TestChartRefusesUnsafeValues: two replicas without leader election would both publish; a
+// NetworkPolicy without the API server's addresses would cut the operator off from it.
 func TestChartRefusesUnsafeValues(t *testing.T) {
 	_, err := renderChartManifest(map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}}, "ops")
 	if err == nil || !strings.Contains(err.Error(), "leaderElection.enabled") {
 		t.Errorf("rendering 2 replicas without leader election gave %v, want an error naming leaderElection.enabled", err)
+	}
+	_, err = renderChartManifest(map[string]any{"networkPolicy": map[string]any{"enabled": true}}, "ops")
+	if err == nil || !strings.Contains(err.Error(), "networkPolicy.apiServerCIDRs") {
+		t.Errorf("rendering a NetworkPolicy without the API server's addresses gave %v, want an error naming networkPolicy.apiServerCIDRs", err)
 	}
 }
 
@@ -272,7 +379,8 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 // copies them.
 func TestChartCopiesConfig(t *testing.T) {
 	for chartFile, configFile := range map[string]string{
-		"crds/messaging.consumergroup.io_consumergroups.yaml": "crd/bases/messaging.consumergroup.io_consumergroups.yaml",
+		"crds/messaging.consumergroup.io_consumergroups.yaml":     "crd/bases/messaging.consumergroup.io_consumergroups.yaml",
+		"crds/messaging.consumergroup.io_clusternameservers.yaml": "crd/bases/messaging.consumergroup.io_clusternameservers.yaml",
 		"files/role.yaml":                 "rbac/role.yaml",
 		"files/leader_election_role.yaml": "rbac/leader_election_role.yaml",
 		"files/metrics_auth_role.yaml":    "rbac/metrics_auth_role.yaml",
@@ -303,8 +411,8 @@ func TestPackageChart(t *testing.T) {
 	if repo, _ := values.PathValue("image.repository"); repo != "registry.example/cg/consumergroup-operator" {
 		t.Errorf("packaged image.repository %v", repo)
 	}
-	if len(ch.CRDObjects()) != 1 {
-		t.Errorf("the package holds %d CRDs, want 1", len(ch.CRDObjects()))
+	if len(ch.CRDObjects()) != 2 {
+		t.Errorf("the package holds %d CRDs, want 2: ConsumerGroup's and ClusterNameServer's", len(ch.CRDObjects()))
 	}
 }
 
