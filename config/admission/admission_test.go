@@ -558,6 +558,13 @@ var refused = []write{
 				g.Spec.NameServer.CredentialsSecret = "payments-acl"
 			})
 		}},
+	{name: "the tenant, who may not get Secret acl, sends the admin's group ledger, which names it, to another name server", policy: "nameserver-credentials",
+		names: []string{"spec.nameServer.credentialsSecret", "Secret acl"},
+		do: func(ctx context.Context, w *world) error {
+			return updateGroup(ctx, w.asTenant, w.ns, "ledger", func(g *v1alpha1.ConsumerGroup) {
+				g.Spec.NameServer.Addresses = []string{"10.9.9.9:9876"}
+			})
+		}},
 	// Last: it leaves B's Lease without its label.
 	{name: "A strips the group label from B's Lease", policy: "member-lease", also: "member-writes", names: []string{"metadata.labels", "messaging.consumergroup.io/group"},
 		do: func(ctx context.Context, w *world) error {
