@@ -37,7 +37,7 @@ var nonDefaultValues = map[string]any{
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 		"prometheusRule": map[string]any{"enabled": true},
 	},
-	"nameServers": map[string]any{"credentialsNamespace": "rocketmq-credentials", "inlineCIDRs": []any{"10.20.0.0/16", "10.30.0.0/16"}},
+	"nameServers": map[string]any{"credentialsNamespace": "rocketmq-credentials", "inlineCIDRs": []any{"10.20.0.0/16", "10.30.0.0/16"}, "inlinePorts": []any{9876, 9877}},
 	"networkPolicy": map[string]any{"enabled": true, "apiServerCIDRs": []any{"172.18.0.2/32"},
 		"nameServerCIDRs": []any{"10.20.0.0/16"}, "nameServerPorts": []any{9876, 19876}},
 }
@@ -246,7 +246,7 @@ func TestChartNonDefaults(t *testing.T) {
 		t.Errorf("replicas %d, args %q: want one replica without leader election", *dep.Spec.Replicas, c.Args)
 	}
 	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090",
-		"--credentials-namespace=rocketmq-credentials", "--inline-name-server-cidrs=10.20.0.0/16,10.30.0.0/16"} {
+		"--credentials-namespace=rocketmq-credentials", "--inline-name-server-cidrs=10.20.0.0/16,10.30.0.0/16", "--inline-name-server-ports=9876,9877"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
