@@ -72,7 +72,9 @@ func TestQueueGivenBackAndRevokedAgainHasOneReader(t *testing.T) {
 			opts := testenv.MemberOptions{LeaseDuration: 20 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
 			var writes atomic.Bool
 			xCfg := rest.CopyConfig(restConfig)
-			xCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return leaseWrites{next: rt, on: &writes, delay: tc.delay} })
+			xCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+				return leaseWrites{next: rt, on: &writes, delay: tc.delay}
+			})
 			x := testenv.StartMember(t, xCfg, "back", testenv.Pod(ns, "x", "back").Create(t, k8s), own, opts)
 			y := testenv.StartMember(t, restConfig, "back", testenv.Pod(ns, "y", "back").Create(t, k8s), own, opts)
 			readBy := func(q allocate.Queue, m *testenv.SimMember) func() error {
