@@ -133,7 +133,12 @@ func (b *routeReads) pass(group types.NamespacedName, src *routeSource, topics [
 	case !asked && s.flight != nil && !containsAll(s.flight.topics, topics):
 		s.again = true
 	}
-	out := routePass{source: src, requeueAfter: max(s.attempted.Add(src.interval).Sub(now), time.Millisecond)}
+	next := s.attempted.Add(src.interval).Sub(now)
+	if s.flight != nil && next <= 0 {
+		// A read slower than the interval: its end wakes the group; until then, nothing is due.
+		next = src.interval
+	}
+	out := routePass{source: src, requeueAfter: max(next, time.Millisecond)}
 	if s.latest != nil && s.latest.seq > gi.recorded {
 		out.pending = s.latest
 	}
