@@ -77,9 +77,9 @@ type routeSource struct {
 	// name is the ClusterNameServer's name, and generation the generation read; empty for inline.
 	name       string
 	generation int64
-	addrs    []string
-	interval time.Duration
-	egress   *nameserver.Egress
+	addrs      []string
+	interval   time.Duration
+	egress     *nameserver.Egress
 	// credentials and ca name Secrets: in the credentials namespace, or the group's own for inline.
 	credentials, ca      *types.NamespacedName
 	tls                  *v1alpha1.NameServerTLS
