@@ -75,8 +75,10 @@ func TestRoutesLeavesTopicsNobodyAnswered(t *testing.T) {
 	}
 }
 
-func TestRejectedRequest(t *testing.T) {
-	// A name server refusing the request (an ACL check, say) answers with an error code.
+// rejectingNameServer is a name server that answers one request with error code 17010 (an ACL check
+// failed) and remark; it returns the answers Routes gets from it.
+func rejectingNameServer(t *testing.T, remark string) []*nameserver.Error {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -92,12 +94,18 @@ func TestRejectedRequest(t *testing.T) {
 		if err != nil {
 			return
 		}
-		_ = nameserver.WriteFrame(c, nameserver.NewResponse(req, 17010, "No accessKey is configured"), nil)
+		_ = nameserver.WriteFrame(c, nameserver.NewResponse(req, 17010, remark), nil)
 	}()
 	_, _, errs := (&nameserver.Client{}).Routes(context.Background(), []string{ln.Addr().String()}, []string{"orders"})
 	if len(errs) != 1 || errs[0].Reason != nameserver.ReasonRejected {
 		t.Fatalf("errors %v, want one rejection", errs)
 	}
+	return errs
+}
+
+func TestRejectedRequest(t *testing.T) {
+	// A name server refusing the request (an ACL check, say) answers with an error code.
+	rejectingNameServer(t, "No accessKey is configured")
 }
 
 func TestSignature(t *testing.T) {

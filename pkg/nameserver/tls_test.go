@@ -147,27 +147,7 @@ func TestSentencesAreFixed(t *testing.T) {
 
 	// What a name server says goes no further than the operator's log, and is cut short there.
 	const secret = "internal host db-7.corp:5432 password=hunter2 "
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.Close() }()
-		req, _, err := nameserver.ReadFrame(c, 0)
-		if err != nil {
-			return
-		}
-		_ = nameserver.WriteFrame(c, nameserver.NewResponse(req, 17010, strings.Repeat(secret, 100)), nil)
-	}()
-	_, _, errs := (&nameserver.Client{}).Routes(context.Background(), []string{ln.Addr().String()}, []string{"orders"})
-	if len(errs) != 1 || errs[0].Reason != nameserver.ReasonRejected {
-		t.Fatalf("errors %v, want one rejection", errs)
-	}
+	errs := rejectingNameServer(t, strings.Repeat(secret, 100))
 	if s := errs[0].Sentence(); strings.Contains(s, "hunter2") || s != (&nameserver.Error{Reason: nameserver.ReasonRejected}).Sentence() {
 		t.Errorf("sentence %q", s)
 	}
