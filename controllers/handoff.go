@@ -74,6 +74,9 @@ func promiseKept(i *incarnation, r revocation, pubs publications) (time.Time, bo
 		return time.Time{}, false
 	}
 	since, ok := pubs.knownSince(r.Generation)
+	if handoffMutation == "lapse" {
+		since, ok = r.At, true
+	}
 	if !ok {
 		return time.Time{}, false
 	}
@@ -104,7 +107,9 @@ func handoff(in handoffInput) handoffResult {
 	reservedFor := p.keepReservations()
 	held := p.countHoldings(revoked)
 	p.grant(held, reservedFor)
-	p.endReturnedRevocations(held)
+	if handoffMutation != "giveback" {
+		p.endReturnedRevocations(held)
+	}
 	if in.cooperative {
 		p.revokeLost(held)
 	}
@@ -198,7 +203,7 @@ func settleRevocation(i *incarnation, r revocation, in *handoffInput) (revocatio
 	switch {
 	case in.now.Before(deadline):
 		wakeAt = append(wakeAt, deadline)
-	case i.aliveAt(deadline):
+	case i.aliveAt(deadline) || handoffMutation == "fence":
 		// It kept renewing past the deadline without acknowledging: a stuck application. A member that
 		// stopped renewing instead stops reading on its own once its Lease expires, so it is waited for.
 		return revocationFenced, wakeAt
@@ -407,7 +412,7 @@ func (p *handoffPass) readerOf(i *incarnation, revoked revokedQueues) reader {
 	r.held = protocol.UnionQueues(claim, entry)
 	fenced := revoked.fenced[r.key]
 	r.fencedAll = fenced != nil && fenced.all
-	r.unknown = !r.fencedAll && (r.unknown || !p.in.trusted || revoked.pending[r.key] != nil && revoked.pending[r.key].all)
+	r.unknown = !r.fencedAll && (r.unknown || !p.in.trusted && handoffMutation != "restart" || revoked.pending[r.key] != nil && revoked.pending[r.key].all)
 	return r
 }
 
@@ -427,7 +432,7 @@ func (h *holdings) add(r reader) {
 	for _, q := range r.held {
 		h.hold(q, idx, fenced)
 	}
-	if pending := h.revoked.pending[r.key]; pending != nil {
+	if pending := h.revoked.pending[r.key]; pending != nil && handoffMutation != "acknowledgement" {
 		for q := range pending.queues {
 			if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareQueues); !held {
 				h.hold(q, idx, fenced)
@@ -597,7 +602,7 @@ func (p *handoffPass) revokeLost(held *holdings) {
 		switch {
 		case r.fencedAll:
 			continue
-		case !p.in.trusted:
+		case !p.in.trusted && handoffMutation != "restart":
 			p.revoke(revocation{Pod: i.pod, UID: i.uid, At: p.in.now, All: true})
 			p.res.recovering++
 			continue
