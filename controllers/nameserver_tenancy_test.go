@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -448,9 +449,12 @@ func TestRemovedGroupCancelsItsRead(t *testing.T) {
 		}
 		return nil
 	})
-	got := getGroup(t, ns, g.Name)
-	got.Spec.NameServer.Addresses = []string{second.addr}
-	must(t, k8s.Update(context.Background(), got))
+	// The operator writes the status meanwhile: each try reads the group anew.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := getGroup(t, ns, g.Name)
+		got.Spec.NameServer.Addresses = []string{second.addr}
+		return k8s.Update(context.Background(), got)
+	}))
 	waitClosed(first, "spec changed")
 	eventually(t, waitFor, func() error {
 		if second.accepted.Load() == 0 {
@@ -458,6 +462,6 @@ func TestRemovedGroupCancelsItsRead(t *testing.T) {
 		}
 		return nil
 	})
-	must(t, k8s.Delete(context.Background(), got))
+	must(t, k8s.Delete(context.Background(), getGroup(t, ns, g.Name)))
 	waitClosed(second, "group deleted")
 }

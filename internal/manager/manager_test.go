@@ -58,7 +58,7 @@ func startReplica(t *testing.T, ns string) *replica {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := Setup(ctx, mgr, 0); err != nil {
+	if err := Setup(ctx, mgr, Settings{}); err != nil {
 		t.Fatal(err)
 	}
 	r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}

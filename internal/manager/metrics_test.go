@@ -59,7 +59,7 @@ func TestSecureMetrics(t *testing.T) {
 	mgr, err := ctrl.NewManager(DefaultClientRateLimit.Apply(operatorCfg), opts)
 	testenv.Must(t, err)
 	mgrCtx, cancel := context.WithCancel(ctx)
-	testenv.Must(t, Setup(mgrCtx, mgr, 0))
+	testenv.Must(t, Setup(mgrCtx, mgr, Settings{}))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
 	t.Cleanup(func() {
