@@ -23,17 +23,17 @@ import (
 
 // Times and bounds, the defaults of docs/protocol.md.
 const (
-	exStopTimeout    = protocol.DefaultStopTimeout                         // 2 s
-	exContactTimeout = protocol.DefaultContactTimeout                      // 4 s
-	exPromise        = exContactTimeout + exStopTimeout                    // 6 s, StopsWithin
-	exLeaseDuration  = protocol.DefaultLeaseDuration                       // 60 s
-	exMaxSkew        = protocol.DefaultMaxClockSkew                        // 5 s
-	exStopAfter      = exLeaseDuration - exLeaseDuration/3                 // 40 s, protocol.StopAfter
-	exLastThird      = exLeaseDuration / 3                                 // 20 s to stop after StopAfter without a promise
-	exRevokeTimeout  = defaultRevokeTimeout                                // 30 s
-	exNodeLate       = 10*time.Second + 2*time.Second                      // a kubelet's 10 s interval and a fifth
-	exHorizon        = exLeaseDuration + exMaxSkew + 5*time.Second         // 70 s: anything older is long ago
-	exRecoveryBound  = 20 * time.Second                                    // docs/protocol.md, recovery within 20 s
+	exStopTimeout    = protocol.DefaultStopTimeout                 // 2 s
+	exContactTimeout = protocol.DefaultContactTimeout              // 4 s
+	exPromise        = exContactTimeout + exStopTimeout            // 6 s, StopsWithin
+	exLeaseDuration  = protocol.DefaultLeaseDuration               // 60 s
+	exMaxSkew        = protocol.DefaultMaxClockSkew                // 5 s
+	exStopAfter      = exLeaseDuration - exLeaseDuration/3         // 40 s, protocol.StopAfter
+	exLastThird      = exLeaseDuration / 3                         // 20 s to stop after StopAfter without a promise
+	exRevokeTimeout  = defaultRevokeTimeout                        // 30 s
+	exNodeLate       = 10*time.Second + 2*time.Second              // a kubelet's 10 s interval and a fifth
+	exHorizon        = exLeaseDuration + exMaxSkew + 5*time.Second // 70 s: anything older is long ago
+	exRecoveryBound  = 20 * time.Second                            // docs/protocol.md, recovery within 20 s
 	exLongAgo        = -exHorizon
 )
 

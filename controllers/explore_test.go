@@ -34,9 +34,9 @@ var exSteps = []time.Duration{time.Second, 3 * time.Second, 7 * time.Second, 30 
 
 // exEvent is one thing that may happen next.
 type exEvent struct {
-	advance  time.Duration
-	fault    bool
-	apply    func(w *exWorld) string // returns what happened, for the timeline
+	advance time.Duration
+	fault   bool
+	apply   func(w *exWorld) string // returns what happened, for the timeline
 }
 
 // events lists what may happen next in w.
@@ -81,7 +81,10 @@ func (w *exWorld) events() []exEvent {
 	}
 	if faultsLeft {
 		out = append(out,
-			exEvent{fault: true, apply: func(w *exWorld) string { w.restartOperator(); return "the operator restarts (a new leader): it remembers nothing" }},
+			exEvent{fault: true, apply: func(w *exWorld) string {
+				w.restartOperator()
+				return "the operator restarts (a new leader): it remembers nothing"
+			}},
 			exEvent{fault: true, apply: func(w *exWorld) string {
 				w.op.untrusted = true
 				return "someone edits the handoff bookkeeping: the operator cannot trust what it published"
@@ -383,11 +386,8 @@ func (w *exWorld) recover(at time.Duration) ([]exNode, string) {
 			live = slot
 		}
 	}
-	for q := range w.op.target {
-		if int(w.op.target[q]) == dead {
-			w.op.target[q] = int8(live)
-		}
-	}
+	// The strategy moves the dead member's queues once it stops being a member (pass).
+	_ = live
 	var tail []exNode
 	note := func(s string) { tail = append(tail, exNode{event: s, elapsed: at}) }
 	for step := 0; step < 30; step++ {
