@@ -466,13 +466,16 @@ func (h *holdings) indexOf(pod string, uid types.UID) int32 {
 // queue is blocked while another incarnation holds it, or, unless the member itself is known to hold it,
 // while another one may hold anything: a queue someone claims cannot have been given to anyone else, since
 // it was given only once its previous reader's claim let go of it. A claim that cannot be read shows
-// nothing of the kind, for anyone. A member keeps what its own claim says it may be reading, whoever else
-// claims it too: keeping the queue adds no reader, and taking it away would not stop the other claimant
-// from reading it.
+// nothing of the kind, for anyone. A member keeps what its own claim says it may be reading while nobody
+// else holds it, even while others may hold anything (a recovery). Not when another incarnation holds it
+// too: a claim the member could not write down may list a queue its application has stopped reading, and
+// giving it the queue would add a reader beside the other.
 func (h *holdings) blocked(q allocate.Queue, self int32) bool {
 	if self >= 0 {
 		key := h.readers[self].key
-		if claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
+		held, ok := h.holders[q]
+		alone := !ok || held.count == 1 && held.first == self
+		if alone && claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
 			return false
 		}
 	}

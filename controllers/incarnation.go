@@ -51,10 +51,16 @@ func (i *incarnation) acked() int64 {
 }
 
 // aliveAt reports whether the incarnation showed it was alive at or after t: its Lease was renewed then, or,
-// without a Lease, its pod still exists.
+// without a Lease, its pod still exists. A renewal the operator saw only after the fact (its first read of
+// the Lease, after a restart) counts from the latest time it can have happened (RenewedBy), not from
+// when it was read: a member that stopped renewing before t is not taken for one that renewed after.
 func (i *incarnation) aliveAt(t time.Time) bool {
 	if i.lease != nil {
-		return !i.lease.RenewTime.Before(t)
+		by := i.lease.RenewedBy
+		if by.IsZero() {
+			by = i.lease.RenewTime // a Lease not timed by sightings: its renewal as read
+		}
+		return !i.lease.RenewTime.Before(t) && !by.Before(t)
 	}
 	return i.exists
 }
