@@ -150,7 +150,6 @@ type exWorld struct {
 	cm      exConfigMap
 	op      exOperator
 	faults  int
-	passes  int
 }
 
 func exPod(slot int) string { return string(rune('a' + slot)) }
@@ -298,12 +297,12 @@ func (m *exMember) deliver(gen int64, q uint8, at time.Duration) {
 }
 
 // record is what the Lease must say now (Client.record).
-func (m *exMember) record(now time.Duration) exWrite {
+func (m *exMember) record() exWrite {
 	claim := m.ackedQ | m.inQ
 	if m.pending {
 		claim |= m.penQ
 	}
-	return exWrite{acked: m.acked, claim: claim, sentAt: now}
+	return exWrite{acked: m.acked, claim: claim}
 }
 
 // evaluate is pkg/member's decide on an observed event, at now (0).
@@ -333,7 +332,7 @@ func (w *exWorld) evaluate(slot int) {
 		// Claim first; deliver once the Lease says so.
 		m.pending, m.penGen, m.penQ = true, gen, q
 		if m.fault == exHealthy && !m.flight {
-			w.land(slot, m.record(0))
+			w.land(slot, m.record())
 			w.evaluate(slot)
 		}
 	default:
@@ -369,7 +368,7 @@ func (w *exWorld) observe(slot int) {
 	}
 	m.confirmed = 0
 	if m.fault == exHealthy && !m.flight {
-		w.land(slot, m.record(0))
+		w.land(slot, m.record())
 	}
 	w.evaluate(slot)
 }
@@ -386,9 +385,9 @@ func (w *exWorld) ack(slot int, late bool) {
 	case m.fault != exHealthy || m.flight:
 		// Kept, and written with a later write.
 	case late:
-		m.flight, m.fl = true, m.record(0)
+		m.flight, m.fl = true, m.record()
 	default:
-		w.land(slot, m.record(0))
+		w.land(slot, m.record())
 	}
 }
 

@@ -384,7 +384,7 @@ func startHungListener(t *testing.T) *hungListener {
 // taken by the first namespace, it would wait 20 s.
 func TestSlowNameServersOfOneNamespaceLeaveSlotsForAnother(t *testing.T) {
 	slow, other := newNamespace(t), newNamespace(t)
-	startManagerFor(t, []string{slow, other}, restConfig, inlineNameServers(time.Second), func(r *ConsumerGroupReconciler) {
+	startManagerFor(t, []string{slow, other}, restConfig, inlineNameServers(), func(r *ConsumerGroupReconciler) {
 		r.NameServers.MaxReads, r.NameServers.MaxReadsPerNamespace = 4, 2
 		r.NameServerTimeout = 20 * time.Second
 	})
@@ -428,7 +428,7 @@ func TestSlowNameServersOfOneNamespaceLeaveSlotsForAnother(t *testing.T) {
 // long before their timeout.
 func TestRemovedGroupCancelsItsRead(t *testing.T) {
 	ns := newNamespace(t)
-	startManager(t, ns, inlineNameServers(time.Second), func(r *ConsumerGroupReconciler) { r.NameServerTimeout = 30 * time.Second })
+	startManager(t, ns, inlineNameServers(), func(r *ConsumerGroupReconciler) { r.NameServerTimeout = 30 * time.Second })
 	first, second := startHungListener(t), startHungListener(t)
 	g := discoveredGroup(ns, "cancel", []string{first.addr}, v1alpha1.RetryTopicIgnore)
 	must(t, k8s.Create(context.Background(), g))

@@ -264,9 +264,6 @@ func (b *routeReads) dropInterest(group types.NamespacedName) {
 	}
 }
 
-// inFlight counts the reads in flight that hold a slot, for tests.
-func (b *routeReads) inFlight() int { return len(b.slots) }
-
 // containsAll reports whether the sorted set have holds every name of want.
 func containsAll(have, want []string) bool {
 	for _, w := range want {

@@ -33,14 +33,14 @@ func discoveredGroup(ns, name string, addrs []string, retry v1alpha1.RetryTopicM
 }
 
 // inlineNameServers turns inline name servers on for this machine's loopback addresses, where the
-// stand-ins listen, and reads every source every interval: below the API's minimum, for tests.
-func inlineNameServers(interval time.Duration) func(*ConsumerGroupReconciler) {
+// stand-ins listen, and reads every source every second: below the API's minimum, for tests.
+func inlineNameServers() func(*ConsumerGroupReconciler) {
 	return func(r *ConsumerGroupReconciler) {
 		egress, err := nameserver.ParseEgress([]string{"127.0.0.0/8"}, nil)
 		if err != nil {
 			panic(err)
 		}
-		r.NameServers.Inline, r.NameServers.RefreshInterval = egress, interval
+		r.NameServers.Inline, r.NameServers.RefreshInterval = egress, time.Second
 	}
 }
 
@@ -48,7 +48,7 @@ func inlineNameServers(interval time.Duration) func(*ConsumerGroupReconciler) {
 // group g with members simulated members, in g's namespace.
 func startDiscovered(t *testing.T, g *v1alpha1.ConsumerGroup, members int, configure ...func(*ConsumerGroupReconciler)) (*testenv.Ownership, []*testenv.SimMember) {
 	t.Helper()
-	startManager(t, g.Namespace, append([]func(*ConsumerGroupReconciler){inlineNameServers(time.Second)}, configure...)...)
+	startManager(t, g.Namespace, append([]func(*ConsumerGroupReconciler){inlineNameServers()}, configure...)...)
 	must(t, k8s.Create(context.Background(), g))
 	own := testenv.NewOwnership()
 	ms := make([]*testenv.SimMember, members)
@@ -270,7 +270,7 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 	ns := newNamespace(t)
 	g := discoveredGroup(ns, "retry", []string{nsrv.Addr}, "")
 	g.Spec.NameServer.GroupName = "orders"
-	stop := startManager(t, ns, inlineNameServers(time.Second))
+	stop := startManager(t, ns, inlineNameServers())
 	must(t, k8s.Create(context.Background(), g))
 	own := testenv.NewOwnership()
 	var ms []*testenv.SimMember
@@ -284,7 +284,7 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 
 	stop()
 	nsrv.SetMode(rocketmqstandin.Down)
-	startManager(t, ns, inlineNameServers(time.Second))
+	startManager(t, ns, inlineNameServers())
 	waitForCondition(t, ns, g.Name, v1alpha1.ConditionTopologyStale, metav1.ConditionTrue, nameserver.ReasonUnreachable)
 	time.Sleep(1500 * time.Millisecond)
 	if q, gen := publishedQueues(t, ns, g.Name); !slices.Equal(q, want) || gen != generation {
@@ -344,7 +344,7 @@ func TestRoutesMixStaticAndDiscoveredTopics(t *testing.T) {
 	g := testenv.Group(ns, "mix").Topic("s", testenv.Broker("b", 3, "")).Obj()
 	g.Spec.Topics = append(g.Spec.Topics, v1alpha1.Topic{Name: "d"})
 	g.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{nsrv.Addr}, BrokerZones: []v1alpha1.BrokerZone{{Broker: "c", Zone: "room-c"}}}
-	startManager(t, ns, inlineNameServers(time.Second))
+	startManager(t, ns, inlineNameServers())
 	must(t, k8s.Create(context.Background(), g))
 	testenv.Pod(ns, "mix-0", "mix").Create(t, k8s)
 	want := append(queuesOf("d", "c", 2), queuesOf("d", "room-a@b", 2)...)

@@ -215,11 +215,8 @@ func (c *Client) checkLiteral(addr string) error {
 	if err != nil {
 		return fmt.Errorf("%w: port %q is not a number", ErrNotAllowed, port)
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
-	}
-	if !c.Egress.Allows(netip.AddrPortFrom(ip, uint16(p))) {
+	// A host name is checked as it resolves, by the dialer's Control hook.
+	if ip, perr := netip.ParseAddr(host); perr == nil && !c.Egress.Allows(netip.AddrPortFrom(ip, uint16(p))) {
 		return fmt.Errorf("%w: %s", ErrNotAllowed, addr)
 	}
 	return nil
