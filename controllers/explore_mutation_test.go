@@ -13,6 +13,12 @@ import (
 // so the counterexample is a shortest one in that world. Run it with
 //
 //	go test -tags handoffmutations ./controllers -run TestExplore
+//
+// It is not yet green, and make test does not run it: within these bounds it finds the lateness
+// mutation, but no counterexample yet for acknowledgement, lapse, fence, restart or giveback (the
+// acknowledgement world alone explores 8.8 million states in 5 minutes). Those need longer
+// interleavings, or adversaries aimed at each rule, than the search reaches; docs/protocol.md, "The
+// rules explored", says so.
 func TestExploreFindsEachMutation(t *testing.T) {
 	defer func() { handoffMutation = "" }()
 	for _, tc := range []struct {
