@@ -1,0 +1,180 @@
+package controllers
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// updateDecide rewrites testdata/decide.golden from the current code. Do so only when a change of what a
+// pass decides is intended, and say why in the commit.
+var updateDecide = flag.Bool("update-decide", false, "rewrite testdata/decide.golden from the current code")
+
+const (
+	decideGoldenPath = "testdata/decide.golden"
+	// decideGoldenChains random chains of decideGoldenPasses passes each: every pass decides on what the
+	// last one published, after the pods, their Leases and the clock changed at random.
+	decideGoldenChains = 1000
+	decideGoldenPasses = 4
+)
+
+// TestDecideUnchanged pins what decide does for decideGoldenChains × decideGoldenPasses random passes:
+// each line of testdata/decide.golden digests one pass's whole output, every ConfigMap it writes, every
+// shard and Lease it deletes, the status its report gives and when it looks again. A change that means
+// to move code without changing a decision (the plan as values) must leave every line as it is.
+func TestDecideUnchanged(t *testing.T) {
+	var got []string
+	for c := range decideGoldenChains {
+		for p, digest := range decideChain(rand.New(rand.NewPCG(uint64(c), 0x64656369))) {
+			got = append(got, fmt.Sprintf("%d.%d %016x", c, p, digest))
+		}
+	}
+	if *updateDecide {
+		if err := os.WriteFile(decideGoldenPath, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	raw, err := os.ReadFile(decideGoldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(want) != len(got) {
+		t.Fatalf("%s has %d passes, the test makes %d", decideGoldenPath, len(want), len(got))
+	}
+	changed := 0
+	for i := range got {
+		if got[i] != want[i] {
+			if changed < 5 {
+				t.Errorf("pass %s: decide decides otherwise than before (was %s)", got[i], want[i])
+			}
+			changed++
+		}
+	}
+	if changed > 0 {
+		t.Errorf("%d of %d passes changed; rerun with -update-decide only if the change is meant", changed, len(got))
+	}
+}
+
+// TestDecideChainsAreDeterministic: the same chain decides the same twice, so that the pins can fail only
+// when the code changes.
+func TestDecideChainsAreDeterministic(t *testing.T) {
+	for c := range 50 {
+		a := decideChain(rand.New(rand.NewPCG(uint64(c), 0x64656369)))
+		b := decideChain(rand.New(rand.NewPCG(uint64(c), 0x64656369)))
+		if !slices.Equal(a, b) {
+			t.Fatalf("chain %d decided %x, then %x", c, a, b)
+		}
+	}
+}
+
+// decideChain plays decideGoldenPasses passes of a random group and returns the digest of each.
+func decideChain(rng *rand.Rand) []uint64 {
+	strategies := []v1alpha1.StrategyType{v1alpha1.Averagely, v1alpha1.AveragelyByCircle, v1alpha1.ConsistentHash, v1alpha1.Sticky}
+	group := testGroup(v1alpha1.Strategy{Type: strategies[rng.IntN(len(strategies))]}, int32(1+rng.IntN(12)))
+	if rng.IntN(4) == 0 {
+		group.Spec.Handoff.Mode = v1alpha1.Immediate
+	}
+	now := t0
+	pods := map[string]corev1.Pod{}
+	leases := map[string]protocol.LeaseState{}
+	var obs *observation
+	var digests []uint64
+	for range decideGoldenPasses {
+		randomWorldChange(rng, pods, leases, obs, now)
+		var podList []corev1.Pod
+		for _, name := range slices.Sorted(maps.Keys(pods)) {
+			podList = append(podList, pods[name])
+		}
+		var leaseList []protocol.LeaseState
+		for _, name := range slices.Sorted(maps.Keys(leases)) {
+			leaseList = append(leaseList, leases[name])
+		}
+		next := world(podList, leaseList...)
+		next.nodeZones = map[string]string{"n0": "zone-a", "n1": "zone-b"}
+		if obs != nil {
+			next.index, next.shards = obs.index, obs.shards
+			next.setPublished(protocol.ReadPublished(group.Name, obs.index, obs.shards))
+		}
+		d := decide(group, next, env(group, now))
+		digests = append(digests, decisionDigest(group, d, now))
+		obs = applied(group, next, d)
+		group.Status = statusFor(group, &d.report, metav1.NewTime(now))
+		now = now.Add(time.Duration(rng.IntN(40)) * time.Second)
+	}
+	return digests
+}
+
+// randomWorldChange adds, removes and changes pods and their Leases at random: members acknowledge what
+// the last pass published for them (or an older generation), claim it or not, renew or go silent.
+func randomWorldChange(rng *rand.Rand, pods map[string]corev1.Pod, leases map[string]protocol.LeaseState, obs *observation, now time.Time) {
+	for i := range 5 {
+		name := fmt.Sprintf("p%d", i)
+		switch r := rng.IntN(10); {
+		case r < 5:
+			if _, ok := pods[name]; !ok {
+				var mods []func(*corev1.Pod)
+				mods = append(mods, onNode(fmt.Sprintf("n%d", rng.IntN(2))))
+				if rng.IntN(4) == 0 {
+					mods = append(mods, withAnnotation(v1alpha1.WeightAnnotation, fmt.Sprint(1+rng.IntN(3))))
+				}
+				pods[name] = pod(name, mods...)
+			}
+		case r < 6:
+			delete(pods, name)
+		case r < 7:
+			if p, ok := pods[name]; ok {
+				notReady(&p)
+				pods[name] = p
+			}
+		}
+		if _, ok := pods[name]; !ok || rng.IntN(4) == 0 {
+			continue // no renewal this time
+		}
+		var acked int64
+		var claim []allocate.Queue
+		if obs != nil && obs.published.Exists {
+			if e, ok := obs.published.Entries[name]; ok && rng.IntN(3) > 0 {
+				acked, claim = obs.published.Generation, e.Queues
+			} else if old, ok := leases[name]; ok {
+				acked, claim = old.AckedGeneration, old.Claim
+			}
+		}
+		leases[name] = lease(name, acked, claim, now.Add(-time.Duration(rng.IntN(20))*time.Second))
+	}
+}
+
+// decisionDigest digests a pass's whole output: the ConfigMaps it writes, in order, the shards and
+// Leases it deletes, the status its report gives at now, and when it looks again.
+func decisionDigest(group *v1alpha1.ConsumerGroup, d *decision, now time.Time) uint64 {
+	h := fnv.New64a()
+	for _, part := range d.write.configMaps {
+		raw, _ := json.Marshal(part)
+		_, _ = fmt.Fprintf(h, "write %s\n", raw)
+	}
+	for _, cm := range d.write.deleteShards {
+		_, _ = fmt.Fprintf(h, "delete shard %s\n", cm.Name)
+	}
+	for _, l := range d.write.deleteLeases {
+		_, _ = fmt.Fprintf(h, "delete lease %s\n", l.Name)
+	}
+	status, _ := json.Marshal(statusFor(group, &d.report, metav1.NewTime(now)))
+	_, _ = fmt.Fprintf(h, "status %s\nrequeue %v\n", status, d.requeueAfter)
+	return h.Sum64()
+}
