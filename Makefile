@@ -88,7 +88,7 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 
 .PHONY: test
 test: envtest-bins jdk ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
-	java_home="$$(hack/jdk.sh)"; KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" JAVA_HOME="$$java_home" go test -tags envtest ./... -count=1 $(GO_TEST_FLAGS)
+	java_home="$$(hack/jdk.sh)"; KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" JAVA_HOME="$$java_home" go test -tags envtest ./... -count=1 -timeout 25m $(GO_TEST_FLAGS)
 	$(MAKE) test-rules test-release test-clients test-e2e
 
 .PHONY: test-clients
