@@ -192,6 +192,10 @@ const (
 // settleRevocation says what becomes of r, which i (standing) has not acknowledged, at in.now, and the
 // times at which that may change.
 func settleRevocation(i *incarnation, r revocation, in *handoffInput) (revocationOutcome, []time.Time) {
+	if r.Lapsed && handoffMutation != "restart" {
+		// An earlier pass, perhaps of an earlier operator, saw the promise run out: time only goes on.
+		return revocationLapsed, nil
+	}
 	var wakeAt []time.Time
 	if at, ok := promiseKept(i, r, in.publications); ok {
 		if !in.now.Before(at) {
@@ -235,6 +239,7 @@ func (p *handoffPass) settleRevocations() revokedQueues {
 		}
 		switch outcome {
 		case revocationLapsed:
+			r.Lapsed = true
 			lapsed = append(lapsed, r)
 			if !r.All {
 				revoked.lapsed.of(incarnationKey(r.Pod, r.UID)).addGroups(r.Queues, p.in.scope)
@@ -466,16 +471,15 @@ func (h *holdings) indexOf(pod string, uid types.UID) int32 {
 // queue is blocked while another incarnation holds it, or, unless the member itself is known to hold it,
 // while another one may hold anything: a queue someone claims cannot have been given to anyone else, since
 // it was given only once its previous reader's claim let go of it. A claim that cannot be read shows
-// nothing of the kind, for anyone. A member keeps what its own claim says it may be reading while nobody
-// else holds it, even while others may hold anything (a recovery). Not when another incarnation holds it
-// too: a claim the member could not write down may list a queue its application has stopped reading, and
-// giving it the queue would add a reader beside the other.
+// nothing of the kind, for anyone. A member keeps what its own claim says it may be reading, whoever else
+// claims it too: keeping the queue adds no reader, and taking it away would not stop the other claimant
+// from reading it. Not a queue whose revocation lapsed: its application has stopped reading it, whatever
+// the claim it could not write down still says (the lapse is kept in the bookkeeping, so that a
+// restarted operator knows it too).
 func (h *holdings) blocked(q allocate.Queue, self int32) bool {
 	if self >= 0 {
 		key := h.readers[self].key
-		held, ok := h.holders[q]
-		alone := !ok || held.count == 1 && held.first == self
-		if alone && claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
+		if claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
 			return false
 		}
 	}

@@ -48,6 +48,9 @@ type revocation struct {
 	At         time.Time               `json:"at"`
 	Queues     []protocol.BrokerQueues `json:"queues,omitempty"`
 	All        bool                    `json:"all,omitempty"`
+	// Lapsed is set once the incarnation's promise ran out for it: its queues no longer count in the
+	// incarnation's claim, for this operator and for one that restarts and knows no earlier publication.
+	Lapsed bool `json:"lapsed,omitempty"`
 }
 
 type reservation struct {

@@ -150,17 +150,16 @@ func TestSight(t *testing.T) {
 	}
 }
 
-// A member keeps the queues its own claim alone lists; one that another Lease claims too waits, since
-// the member's claim may outlive what its application reads (a claim it could not write down); a queue it
-// does not claim waits while another claims it, and, with nothing published, a queue nobody claims waits
-// for the recovery.
+// A member keeps the queues its own claim lists even when another Lease claims them too; a queue it does
+// not claim waits while another claims it, and, with nothing published, a queue nobody claims waits for
+// the recovery.
 func TestHandoffKeepsWhatAMemberClaims(t *testing.T) {
 	group := testGroup(averagely, 4)
-	other := lease("ghost", 1, qs(1, 2), t0)
-	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 1, qs(0, 1), t0), other)
+	forged := lease("ghost", 1, qs(0, 1, 2), t0)
+	obs := world([]corev1.Pod{pod("p0")}, lease("p0", 1, qs(0, 1), t0), forged)
 	d := decide(group, obs, env(group, t0))
-	if got := entryOf(d, "p0"); !slices.Equal(got, qs(0)) {
-		t.Fatalf("p0 gets %v; want its claimed 0 kept, 1 and 2 held back for the other claim, 3 for the recovery", got)
+	if got := entryOf(d, "p0"); !slices.Equal(got, qs(0, 1)) {
+		t.Fatalf("p0 gets %v; want its claimed 0 and 1 kept, 2 held back for the other claim, 3 for the recovery", got)
 	}
 }
 
