@@ -7,9 +7,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,32 +42,7 @@ func TestDecideUnchanged(t *testing.T) {
 			got = append(got, fmt.Sprintf("%d.%d %016x", c, p, digest))
 		}
 	}
-	if *updateDecide {
-		if err := os.WriteFile(decideGoldenPath, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	raw, err := os.ReadFile(decideGoldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
-	if len(want) != len(got) {
-		t.Fatalf("%s has %d passes, the test makes %d", decideGoldenPath, len(want), len(got))
-	}
-	changed := 0
-	for i := range got {
-		if got[i] != want[i] {
-			if changed < 5 {
-				t.Errorf("pass %s: decide decides otherwise than before (was %s)", got[i], want[i])
-			}
-			changed++
-		}
-	}
-	if changed > 0 {
-		t.Errorf("%d of %d passes changed; rerun with -update-decide only if the change is meant", changed, len(got))
-	}
+	checkPinned(t, decideGoldenPath, got, *updateDecide, "decide", "-update-decide")
 }
 
 // TestDecideChainsAreDeterministic: the same chain decides the same twice, so that the pins can fail only

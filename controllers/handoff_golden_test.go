@@ -40,34 +40,41 @@ func TestHandoffUnchanged(t *testing.T) {
 		in := randomHandoffInput(rand.New(rand.NewPCG(uint64(c), 0x68616e64)))
 		got[c] = fmt.Sprintf("%d %016x", c, handoffDigest(handoff(in)))
 	}
-	if *updateHandoff {
+	checkPinned(t, handoffGoldenPath, got, *updateHandoff, "handoff", "-update-handoff")
+}
+
+// checkPinned compares got, one digest a line, with the pinned file path, or rewrites the file when
+// update is set. what names the code whose decisions are pinned, flag the flag that rewrites them.
+func checkPinned(t *testing.T, path string, got []string, update bool, what, flag string) {
+	t.Helper()
+	if update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(handoffGoldenPath, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	raw, err := os.ReadFile(handoffGoldenPath)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 	if len(want) != len(got) {
-		t.Fatalf("%s has %d cases, the test makes %d", handoffGoldenPath, len(want), len(got))
+		t.Fatalf("%s has %d lines, the test makes %d", path, len(want), len(got))
 	}
 	changed := 0
-	for c := range got {
-		if got[c] != want[c] {
+	for i := range got {
+		if got[i] != want[i] {
 			if changed < 5 {
-				t.Errorf("case %d: handoff decides otherwise than before (digest %s, was %s)", c, got[c], want[c])
+				t.Errorf("%s decides otherwise than before: %s, was %s", what, got[i], want[i])
 			}
 			changed++
 		}
 	}
 	if changed > 0 {
-		t.Errorf("%d of %d cases changed; rerun with -update-handoff only if the change is meant", changed, len(got))
+		t.Errorf("%d of %d pinned decisions changed; rerun with %s only if the change is meant", changed, len(got), flag)
 	}
 }
 
