@@ -234,14 +234,15 @@ func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 func (r *ConsumerGroupReconciler) routePass(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (routePass, error) {
 	key := client.ObjectKeyFromObject(group)
 	if group.Spec.NameServer == nil {
-		return r.routes.pass(key, nil, nil, now), nil
+		r.routes.forget(key)
+		return routePass{}, nil
 	}
 	src, problem, err := r.routeSourceOf(ctx, group)
 	if err != nil {
 		return routePass{}, err
 	}
 	if problem != nil {
-		r.routes.pass(key, nil, nil, now)
+		r.routes.forget(key)
 		return routePass{pending: problem}, nil
 	}
 	return r.routes.pass(key, src, sortedUnion(discoveredTopics(group)), now), nil

@@ -89,16 +89,13 @@ type routePass struct {
 	requeueAfter time.Duration
 }
 
-// pass registers that group reads topics from src (nil: from nothing) and starts a read when one is
-// due: none of src's reads asked every topic of group's yet, or its last read is a refresh interval old.
-// It returns the finished read the group has not recorded. It never waits for a read.
+// pass registers that group reads topics from src and starts a read when one is due: none of src's reads
+// asked every topic of group's yet, or its last read is a refresh interval old. It returns the finished
+// read the group has not recorded. It never waits for a read. A group that reads from nothing is
+// forgotten instead.
 func (b *routeReads) pass(group types.NamespacedName, src *routeSource, topics []string, now time.Time) routePass {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if src == nil {
-		b.dropInterest(group)
-		return routePass{}
-	}
 	gi := b.groups[group]
 	if gi != nil && gi.source != src.key {
 		b.dropInterest(group)

@@ -101,10 +101,9 @@ func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, rea
 	if read != nil && read.refused {
 		read = nil
 	}
-	interval := defaultRefreshInterval
 	var zones []v1alpha1.BrokerZone
 	if src != nil {
-		interval, zones = src.interval, src.zones
+		zones = src.zones
 	}
 	out := &v1alpha1.RoutesStatus{}
 	old := map[string]*v1alpha1.TopicRoute{}
@@ -114,7 +113,7 @@ func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, rea
 			old[prev.Topics[i].Name] = &prev.Topics[i]
 		}
 	}
-	grace := absentIntervals * interval
+	grace := absentGrace(src)
 	complete, changed := true, false
 	for _, name := range discoveredTopics(group) {
 		t := v1alpha1.TopicRoute{Name: name}
@@ -176,6 +175,15 @@ func answer(t *v1alpha1.TopicRoute, a nameserver.Answer, at time.Time, grace tim
 	if !at.Before(t.AbsentSince.Add(grace)) {
 		t.Brokers = nil
 	}
+}
+
+// absentGrace is how long the topics of src keep their queues once the name servers say they do not
+// exist: absentIntervals refresh intervals (of the default one while the group may read from nothing).
+func absentGrace(src *routeSource) time.Duration {
+	if src == nil {
+		return absentIntervals * defaultRefreshInterval
+	}
+	return absentIntervals * src.interval
 }
 
 // setZones sets the zone of each of t's brokers from the first of zones that lists it, or its name.
@@ -272,11 +280,7 @@ func absentNote(routes *v1alpha1.RoutesStatus, src *routeSource) string {
 	if routes == nil {
 		return ""
 	}
-	interval := defaultRefreshInterval
-	if src != nil {
-		interval = src.interval
-	}
-	grace := absentIntervals * interval
+	grace := absentGrace(src)
 	var notes []string
 	for _, t := range routes.Topics {
 		if t.AbsentSince != nil {

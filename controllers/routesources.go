@@ -224,14 +224,10 @@ func (r *ConsumerGroupReconciler) readSource(ctx context.Context, src *routeSour
 	return read
 }
 
-// credentials reads the Secret name: accessKey, secretKey and, optionally, securityToken. It is read
-// from the API server, not cached: the operator watches no Secret.
+// credentials reads the Secret name: accessKey, secretKey and, optionally, securityToken.
 func (r *ConsumerGroupReconciler) credentials(ctx context.Context, name types.NamespacedName) (*nameserver.Credentials, error) {
-	if name.Namespace == "" {
-		return nil, fmt.Errorf("no credentials namespace is configured")
-	}
-	var s corev1.Secret
-	if err := r.APIReader.Get(ctx, name, &s); err != nil {
+	s, err := r.secret(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	ak, sk := string(s.Data["accessKey"]), string(s.Data["secretKey"])
@@ -241,17 +237,27 @@ func (r *ConsumerGroupReconciler) credentials(ctx context.Context, name types.Na
 	return &nameserver.Credentials{AccessKey: ak, SecretKey: sk, SecurityToken: string(s.Data["securityToken"])}, nil
 }
 
+// secret reads the Secret name from the API server, not the cache: the operator watches no Secret. A
+// Secret of the credentials namespace has no namespace when none is configured, and is not read.
+func (r *ConsumerGroupReconciler) secret(ctx context.Context, name types.NamespacedName) (*corev1.Secret, error) {
+	if name.Namespace == "" {
+		return nil, fmt.Errorf("no credentials namespace is configured")
+	}
+	var s corev1.Secret
+	if err := r.APIReader.Get(ctx, name, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // tlsConfig is the TLS configuration of src: its server name, and the CA of its caSecret or the system's.
 func (r *ConsumerGroupReconciler) tlsConfig(ctx context.Context, src *routeSource) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: src.tls.ServerName}
 	if src.ca == nil {
 		return cfg, nil
 	}
-	if src.ca.Namespace == "" {
-		return nil, fmt.Errorf("no credentials namespace is configured")
-	}
-	var s corev1.Secret
-	if err := r.APIReader.Get(ctx, *src.ca, &s); err != nil {
+	s, err := r.secret(ctx, *src.ca)
+	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
