@@ -161,31 +161,38 @@ const maxNumber = 64
 // checkNumbers refuses JSON with a number longer than maxNumber bytes. It looks at runs of the bytes a
 // number is made of outside strings, without parsing: what it lets through is for the decoder to judge.
 func checkNumbers(in []byte) error {
-	inString, escaped := false, false
+	var strs jsonStrings
 	run := 0
 	for i, c := range in {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
 		switch {
+		case strs.within(c):
 		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
 			run++
 			if run > maxNumber {
 				return fmt.Errorf("a number of more than %d bytes at offset %d", maxNumber, i+1-run)
 			}
 			continue
-		case c == '"':
-			inString = true
 		}
 		run = 0
 	}
 	return nil
+}
+
+// jsonStrings follows JSON text a byte at a time to tell its strings from the rest, without parsing it.
+type jsonStrings struct{ inString, escaped bool }
+
+// within reports whether c, the next byte of the text, belongs to a string, its quotes included.
+func (s *jsonStrings) within(c byte) bool {
+	switch {
+	case !s.inString:
+		s.inString = c == '"'
+		return s.inString
+	case s.escaped:
+		s.escaped = false
+	case c == '\\':
+		s.escaped = true
+	case c == '"':
+		s.inString = false
+	}
+	return true
 }

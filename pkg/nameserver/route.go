@@ -136,20 +136,12 @@ func checkName(name string) error {
 // and its output is at most twice as long as its input.
 func quoteBareKeys(in []byte) []byte {
 	out := make([]byte, 0, len(in)+16)
-	inString, escaped := false, false
+	var strs jsonStrings
 	afterOpen := false // after '{' or ',' outside strings, where a key may start
 	for i := 0; i < len(in); i++ {
 		c := in[i]
-		if inString {
+		if strs.within(c) {
 			out = append(out, c)
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
 			continue
 		}
 		if afterOpen && (c == '-' || c >= '0' && c <= '9') {
@@ -169,8 +161,6 @@ func quoteBareKeys(in []byte) []byte {
 			}
 		}
 		switch c {
-		case '"':
-			inString = true
 		case '{', ',':
 			afterOpen = true
 		case ' ', '\t', '\n', '\r':
