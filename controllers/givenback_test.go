@@ -4,41 +4,18 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
-
-// leaseWrites refuses, or holds back by delay, every write of a member to a Lease while on is set; its
-// reads pass, as with an admission webhook on Leases that is down, or writes that API Priority and
-// Fairness queues.
-type leaseWrites struct {
-	next  http.RoundTripper
-	on    *atomic.Bool
-	delay time.Duration
-}
-
-func (l leaseWrites) RoundTrip(req *http.Request) (*http.Response, error) {
-	if l.on.Load() && strings.Contains(req.URL.Path, "/leases") && req.Method != http.MethodGet {
-		if l.delay == 0 {
-			return nil, errors.New("lease write refused (injected)")
-		}
-		time.Sleep(l.delay)
-	}
-	return l.next.RoundTrip(req)
-}
 
 // TestQueueGivenBackAndRevokedAgainHasOneReader drives a live member x, whose Lease writes are refused
 // (or held back 8 s) while its reads pass, through revoke → give back → revoke of queue q0, with
@@ -71,11 +48,7 @@ func TestQueueGivenBackAndRevokedAgainHasOneReader(t *testing.T) {
 			own := testenv.NewOwnership()
 			opts := testenv.MemberOptions{LeaseDuration: 20 * time.Second, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second}
 			var writes atomic.Bool
-			xCfg := rest.CopyConfig(restConfig)
-			xCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-				return leaseWrites{next: rt, on: &writes, delay: tc.delay}
-			})
-			x := testenv.StartMember(t, xCfg, "back", testenv.Pod(ns, "x", "back").Create(t, k8s), own, opts)
+			x := testenv.StartMember(t, testenv.LeaseWrites(restConfig, &writes, tc.delay), "back", testenv.Pod(ns, "x", "back").Create(t, k8s), own, opts)
 			y := testenv.StartMember(t, restConfig, "back", testenv.Pod(ns, "y", "back").Create(t, k8s), own, opts)
 			readBy := func(q allocate.Queue, m *testenv.SimMember) func() error {
 				return func() error {

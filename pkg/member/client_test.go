@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -325,26 +326,10 @@ func drainedForGood(t *testing.T, ns string, m testMember, gen int64) {
 	}
 }
 
-// failingLeaseWrites fails every write to a Lease while fail is set, as an API server the pod cannot
-// reach would.
-type failingLeaseWrites struct {
-	next http.RoundTripper
-	fail *atomic.Bool
-}
-
-func (f failingLeaseWrites) RoundTrip(req *http.Request) (*http.Response, error) {
-	if f.fail.Load() && strings.Contains(req.URL.Path, "/leases") && req.Method != http.MethodGet {
-		return nil, errors.New("connection refused (injected)")
-	}
-	return f.next.RoundTrip(req)
-}
-
 func TestHoldsNothingWhileTheLeaseCannotBeRenewed(t *testing.T) {
 	ns := newNamespace(t)
 	var fail atomic.Bool
-	cfg := rest.CopyConfig(restConfig)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failingLeaseWrites{next: rt, fail: &fail} })
-	m := startMember(t, ns, nil, kubernetes.NewForConfigOrDie(cfg))
+	m := startMember(t, ns, nil, kubernetes.NewForConfigOrDie(testenv.LeaseWrites(restConfig, &fail, 0)))
 	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 
@@ -465,21 +450,6 @@ func TestFollowsTheShardOfAShardedAssignment(t *testing.T) {
 	eventually(t, 10*time.Second, inForce(m.client, 5, queues(4)))
 }
 
-// slowLeaseWrites holds every write to a Lease back by delay while slow is set, as an API server queueing
-// writes (API Priority and Fairness, a slow admission webhook) would; reads pass at once.
-type slowLeaseWrites struct {
-	next  http.RoundTripper
-	slow  *atomic.Bool
-	delay time.Duration
-}
-
-func (s slowLeaseWrites) RoundTrip(req *http.Request) (*http.Response, error) {
-	if s.slow.Load() && strings.Contains(req.URL.Path, "/leases") && req.Method != http.MethodGet {
-		time.Sleep(s.delay)
-	}
-	return s.next.RoundTrip(req)
-}
-
 // TestAckReturnsInTimeWhenWritesAreSlow: with every Lease write held back 8 s, longer than the member's
 // promise (its stop timeout plus contact timeout), Ack returns within AckWait, so that the documented loop
 // takes the next generation, which revokes the queues, within the stop timeout of its delivery; and the
@@ -488,11 +458,8 @@ func TestAckReturnsInTimeWhenWritesAreSlow(t *testing.T) {
 	ns := newNamespace(t)
 	var slow atomic.Bool
 	const delay = 8 * time.Second
-	cfg := rest.CopyConfig(restConfig)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return slowLeaseWrites{next: rt, slow: &slow, delay: delay}
-	})
-	m := startMember(t, ns, func(c *member.Config) { c.LeaseDuration = 30 * time.Second }, kubernetes.NewForConfigOrDie(cfg))
+	m := startMember(t, ns, func(c *member.Config) { c.LeaseDuration = 30 * time.Second },
+		kubernetes.NewForConfigOrDie(testenv.LeaseWrites(restConfig, &slow, delay)))
 	publish(t, ns, 1, map[string][]member.Queue{"consumer-0": queues(0, 1)})
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 	if promise := m.cfg.StopTimeout + m.cfg.ContactTimeout; delay <= promise {
