@@ -15,10 +15,11 @@ import (
 
 // routeReads runs the reads of every route source, shared by the groups that read from it: one read of a
 // source per refresh interval asks every topic any of its groups wants, however many groups want it. A
+// source belongs to one namespace (routeSource), so a namespace's topics are asked in its own reads. A
 // read starts when one is due and no read of its source is in flight, and waits for a slot: at most
-// maxReads in flight at once, and at most maxPerNamespace of one namespace's inline sources, so that
-// the name servers of one namespace, however slow, leave slots for the others. A source no group reads
-// any more, or whose object changed, has its read cancelled.
+// maxReads in flight at once, and at most maxPerNamespace of one namespace's, so that one namespace's
+// reads, however slow or large, leave slots for the others. A source no group reads any more, or whose
+// object changed, has its read cancelled.
 type routeReads struct {
 	mu      sync.Mutex
 	sources map[string]*sourceState
@@ -152,12 +153,10 @@ func (b *routeReads) start(s *sourceState, now time.Time) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	f := &readFlight{cancel: cancel, topics: topics}
 	s.flight, s.attempted, s.again = f, now, false
-	var nsSlot chan struct{}
-	if ns := s.src.namespace; ns != "" {
-		if nsSlot = b.nsSlots[ns]; nsSlot == nil {
-			nsSlot = make(chan struct{}, b.maxPerNamespace)
-			b.nsSlots[ns] = nsSlot
-		}
+	nsSlot := b.nsSlots[s.src.namespace]
+	if nsSlot == nil {
+		nsSlot = make(chan struct{}, b.maxPerNamespace)
+		b.nsSlots[s.src.namespace] = nsSlot
 	}
 	go b.run(ctx, s, f, nsSlot)
 }
@@ -206,11 +205,8 @@ func (b *routeReads) run(ctx context.Context, s *sourceState, f *readFlight, nsS
 	}
 }
 
-// acquire takes a token of slots (none needed when nil), unless ctx ends first.
+// acquire takes a token of slots, unless ctx ends first.
 func acquire(ctx context.Context, slots chan struct{}) bool {
-	if slots == nil {
-		return true
-	}
 	select {
 	case slots <- struct{}{}:
 		return true
@@ -220,9 +216,7 @@ func acquire(ctx context.Context, slots chan struct{}) bool {
 }
 
 func release(slots chan struct{}) {
-	if slots != nil {
-		<-slots
-	}
+	<-slots
 }
 
 // recorded notes that group's status holds read.

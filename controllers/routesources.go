@@ -50,9 +50,9 @@ type NameServerPolicy struct {
 	Forbidden []netip.Addr
 	// MaxReads bounds the reads in flight at once, every source included; defaultMaxReads when zero.
 	MaxReads int
-	// MaxReadsPerNamespace bounds the reads of one namespace's inline name servers in flight at once,
-	// so that one namespace's slow name servers cannot take every slot; defaultMaxReadsPerNamespace when
-	// zero.
+	// MaxReadsPerNamespace bounds the reads of one namespace's groups in flight at once, so that one
+	// namespace's slow name servers or many topics cannot take every slot; defaultMaxReadsPerNamespace
+	// when zero.
 	MaxReadsPerNamespace int
 	// RefreshInterval, when set, is every source's refresh interval, whatever its object says: for tests,
 	// which cannot wait the API's 10 s minimum.
@@ -64,15 +64,17 @@ const (
 	defaultMaxReadsPerNamespace = 2
 )
 
-// routeSource is where and how a group's routes are read: one ClusterNameServer, or one namespace's
-// inline name servers.
+// routeSource is where and how the groups of one namespace read their routes: one ClusterNameServer, or
+// the namespace's inline name servers. A ClusterNameServer is one source per namespace that uses it, so
+// that the groups of one namespace share their reads while no namespace's topics, however many, delay
+// another's: each namespace's reads take its own slots and its own budget.
 type routeSource struct {
 	// key names the source: groups with the same key share reads.
 	key string
 	// version changes whenever anything that reading depends on changes; a read of another version is
 	// cancelled.
 	version string
-	// namespace is the namespace whose read slots an inline source takes; empty for a ClusterNameServer.
+	// namespace is the namespace whose groups read from the source, and whose read slots its reads take.
 	namespace string
 	// name is the ClusterNameServer's name, and generation the generation read; empty for inline.
 	name       string
@@ -119,7 +121,7 @@ func (r *ConsumerGroupReconciler) routeSourceOf(ctx context.Context, group *v1al
 	if !selectsNamespace(&cns, &namespace) {
 		return nil, readProblem(nameserver.ReasonNotAllowed, fmt.Sprintf(sentenceNotChosen, cns.Name)), nil
 	}
-	src, ok := r.clusterSource(&cns)
+	src, ok := r.clusterSource(&cns, group.Namespace)
 	if !ok {
 		return nil, readProblem(nameserver.ReasonNotAllowed, fmt.Sprintf(sentenceNoEgress, cns.Name)), nil
 	}
@@ -133,8 +135,9 @@ func selectsNamespace(cns *v1alpha1.ClusterNameServer, namespace *corev1.Namespa
 	return err == nil && sel.Matches(labels.Set(namespace.Labels))
 }
 
-// clusterSource is the route source of cns; false when its destinations do not parse.
-func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer) (*routeSource, bool) {
+// clusterSource is the route source of cns for the groups of namespace; false when its destinations do
+// not parse.
+func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer, namespace string) (*routeSource, bool) {
 	dest := cns.Spec.AllowedDestinations
 	egress, err := nameserver.ParseEgress(dest.CIDRs, dest.Ports)
 	if err != nil {
@@ -142,8 +145,9 @@ func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer)
 	}
 	egress.Forbidden = r.NameServers.Forbidden
 	src := &routeSource{
-		key:                  "cluster/" + cns.Name,
+		key:                  "cluster/" + cns.Name + "/" + namespace,
 		version:              fmt.Sprintf("%s/%d", cns.UID, cns.Generation),
+		namespace:            namespace,
 		name:                 cns.Name,
 		generation:           cns.Generation,
 		addrs:                clusterAddrs(cns),

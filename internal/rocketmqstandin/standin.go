@@ -74,6 +74,7 @@ type NameServer struct {
 	conns    map[net.Conn]bool
 	accepted int
 	delay    time.Duration
+	latency  time.Duration
 }
 
 // LastRequest is the last route request the stand-in received.
@@ -150,6 +151,13 @@ func (n *NameServer) SetDelay(d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.delay = d
+}
+
+// SetLatency makes every route request wait d before it is answered, as a busy name server's would.
+func (n *NameServer) SetLatency(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.latency = d
 }
 
 // Accepted is how many connections the stand-in accepted, TLS handshake or not.
@@ -256,7 +264,7 @@ func (n *NameServer) send(c net.Conn, out []byte, mode Mode) {
 // answer is the bytes that answer req, and the mode to send them in; ok false sends nothing.
 func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, mode Mode, ok bool) {
 	n.mu.Lock()
-	mode, handler := n.mode, n.handler
+	mode, handler, latency := n.mode, n.handler, n.latency
 	var brokers []Broker
 	known := false
 	if req.Code == nameserver.CodeGetRouteByTopic {
@@ -265,6 +273,9 @@ func (n *NameServer) answer(req nameserver.Command, body []byte) (out []byte, mo
 		brokers, known = n.routes[req.ExtFields["topic"]]
 	}
 	n.mu.Unlock()
+	if req.Code == nameserver.CodeGetRouteByTopic {
+		time.Sleep(latency)
+	}
 	if req.Code != nameserver.CodeGetRouteByTopic {
 		res, resBody := nameserver.NewResponse(req, nameserver.CodeSuccess, ""), []byte(nil)
 		if handler != nil {
