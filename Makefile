@@ -89,7 +89,7 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 .PHONY: test
 test: envtest-bins jdk ## Run every test: unit, property, against a real etcd and kube-apiserver, then end to end on a whole cluster (all built by hack/envtest-bins.sh).
 	java_home="$$(hack/jdk.sh)"; KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" JAVA_HOME="$$java_home" go test -tags envtest ./... -count=1 -timeout 25m $(GO_TEST_FLAGS)
-	$(MAKE) test-rules test-release test-clients test-e2e
+	$(MAKE) test-rules test-mutations test-release test-clients test-e2e
 
 .PHONY: test-clients
 test-clients: envtest-bins ## Test the rocketmq-client-go strategy (clients/rocketmq-go): a real push consumer against a RocketMQ-speaking stand-in broker, the operator and a real API server.
@@ -98,6 +98,10 @@ test-clients: envtest-bins ## Test the rocketmq-client-go strategy (clients/rock
 .PHONY: test-release
 test-release: envtest-bins ## Test the release (hack/release): the images, the Helm chart (rendered, linted, applied with dry-run), install.yaml and make release itself.
 	cd $(RELEASE_MODULE) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-bins.sh)" go test -tags envtest ./... -count=1 -v -timeout 30m
+
+.PHONY: test-mutations
+test-mutations: ## Turn off each rule of the handoff in turn (build tag handoffmutations) and check that the explorer finds a counterexample for each.
+	go test -tags handoffmutations ./controllers -run TestExploreFindsEachMutation -count=1 -v $(GO_TEST_FLAGS)
 
 .PHONY: test-rules
 test-rules: promtool ## Check the alert rules (config/prometheus) and run their unit tests with promtool.

@@ -34,23 +34,75 @@ var exSteps = []time.Duration{time.Second, 3 * time.Second, 7 * time.Second, 30 
 
 // exEvent is one thing that may happen next.
 type exEvent struct {
+	// kind names what happens, so that a search may leave some kinds out (exAdversary.kinds).
+	kind    exKind
 	advance time.Duration
 	fault   bool
 	apply   func(w *exWorld) string // returns what happened, for the timeline
 }
 
-// events lists what may happen next in w.
-func (w *exWorld) events() []exEvent {
+// exKind is a kind of event.
+type exKind string
+
+const (
+	exKindTime       exKind = "time"        // time passes (advance says how much)
+	exKindPass       exKind = "pass"        // the operator runs a pass
+	exKindTarget     exKind = "target"      // the strategy's target moves a queue, and a pass runs
+	exKindOpLands    exKind = "op-lands"    // the operator's slow write lands, known or not
+	exKindRestart    exKind = "restart"     // the operator restarts with nothing in memory
+	exKindEdit       exKind = "edit"        // someone edits the handoff bookkeeping
+	exKindOpSlow     exKind = "op-slow"     // the operator's next write will be slow
+	exKindObserve    exKind = "observe"     // a member reads the assignment and confirms its view
+	exKindAck        exKind = "ack"         // a member's application acknowledges
+	exKindAckSlow    exKind = "ack-slow"    // ... and the write is slow
+	exKindLandsLate  exKind = "lands-late"  // a member's slow write lands
+	exKindWritesFail exKind = "writes-fail" // a member's writes start failing
+	exKindCutOff     exKind = "cut-off"     // a member is cut off from the API server
+	exKindDie        exKind = "die"         // a member's node dies with it
+	exKindReplace    exKind = "replace"     // a dead member comes back as a new incarnation
+)
+
+// exAdversary bounds what may happen in a search: how many faults an interleaving may hold, the amounts
+// time may advance by, and, when kinds is not nil, only the kinds of event it lists. A search in a world
+// narrowed to the events that matter to one rule reaches deeper than one over every event.
+type exAdversary struct {
+	faults int
+	steps  []time.Duration
+	kinds  map[exKind]bool
+}
+
+// exEverything is the adversary of TestExploreHandoff: every kind of event, exploreFaults faults.
+func exEverything() exAdversary {
+	return exAdversary{faults: *exploreFaults, steps: exSteps}
+}
+
+// allows reports whether the adversary lets an event of kind happen.
+func (a exAdversary) allows(kind exKind) bool { return a.kinds == nil || a.kinds[kind] }
+
+// events lists what may happen next in w, as adv allows.
+func (w *exWorld) events(adv exAdversary) []exEvent {
+	all := w.allEvents(adv)
+	out := all[:0]
+	for _, ev := range all {
+		if adv.allows(ev.kind) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// allEvents lists everything that may happen next in w, with at most adv.faults faults in all.
+func (w *exWorld) allEvents(adv exAdversary) []exEvent {
 	var out []exEvent
-	for _, d := range exSteps {
-		out = append(out, exEvent{advance: d, apply: func(w *exWorld) string {
+	for _, d := range adv.steps {
+		out = append(out, exEvent{kind: exKindTime, advance: d, apply: func(w *exWorld) string {
 			w.advance(d)
 			return fmt.Sprintf("%v pass", d)
 		}})
 	}
-	faultsLeft := w.faults < *exploreFaults
+	faultsLeft := w.faults < adv.faults
 	if w.op.flight == nil {
-		out = append(out, exEvent{apply: func(w *exWorld) string { return w.describePass(w.pass()) }})
+		out = append(out, exEvent{kind: exKindPass, apply: func(w *exWorld) string { return w.describePass(w.pass()) }})
 		// The strategy's target changes: any queue to any member slot, one at a time, giving a queue
 		// back to its last holder included.
 		for q := range w.queues {
@@ -58,7 +110,7 @@ func (w *exWorld) events() []exEvent {
 				if int(w.op.target[q]) == slot {
 					continue
 				}
-				out = append(out, exEvent{apply: func(w *exWorld) string {
+				out = append(out, exEvent{kind: exKindTarget, apply: func(w *exWorld) string {
 					w.op.target[q] = int8(slot)
 					return fmt.Sprintf("the strategy's target gives q%d to %s; ", q, exPod(slot)) + w.describePass(w.pass())
 				}})
@@ -66,13 +118,13 @@ func (w *exWorld) events() []exEvent {
 		}
 	} else {
 		out = append(out,
-			exEvent{apply: func(w *exWorld) string {
+			exEvent{kind: exKindOpLands, apply: func(w *exWorld) string {
 				f := *w.op.flight
 				w.op.flight = nil
 				w.publish(f, true)
 				return fmt.Sprintf("the operator's slow write of generation %d lands and returns", f.gen)
 			}},
-			exEvent{apply: func(w *exWorld) string {
+			exEvent{kind: exKindOpLands, apply: func(w *exWorld) string {
 				f := *w.op.flight
 				w.op.flight = nil
 				w.publish(f, false)
@@ -81,16 +133,16 @@ func (w *exWorld) events() []exEvent {
 	}
 	if faultsLeft {
 		out = append(out,
-			exEvent{fault: true, apply: func(w *exWorld) string {
+			exEvent{kind: exKindRestart, fault: true, apply: func(w *exWorld) string {
 				w.restartOperator()
 				return "the operator restarts (a new leader): it remembers nothing"
 			}},
-			exEvent{fault: true, apply: func(w *exWorld) string {
+			exEvent{kind: exKindEdit, fault: true, apply: func(w *exWorld) string {
 				w.op.untrusted = true
 				return "someone edits the handoff bookkeeping: the operator cannot trust what it published"
 			}})
 		if w.op.flight == nil && !w.op.slowNext {
-			out = append(out, exEvent{fault: true, apply: func(w *exWorld) string { w.op.slowNext = true; return "the operator's next write will be slow" }})
+			out = append(out, exEvent{kind: exKindOpSlow, fault: true, apply: func(w *exWorld) string { w.op.slowNext = true; return "the operator's next write will be slow" }})
 		}
 	}
 	for slot := range w.members {
@@ -98,12 +150,12 @@ func (w *exWorld) events() []exEvent {
 		pod := exPod(slot)
 		if m.fault == exDead {
 			if faultsLeft && m.lease.stated+exLeaseDuration+exMaxSkew <= 0 {
-				out = append(out, exEvent{fault: true, apply: func(w *exWorld) string { return w.replace(slot) }})
+				out = append(out, exEvent{kind: exKindReplace, fault: true, apply: func(w *exWorld) string { return w.replace(slot) }})
 			}
 			continue
 		}
 		if m.fault != exCutOff {
-			out = append(out, exEvent{apply: func(w *exWorld) string {
+			out = append(out, exEvent{kind: exKindObserve, apply: func(w *exWorld) string {
 				w.observe(slot)
 				m := &w.members[slot]
 				return fmt.Sprintf("member %s reads generation %d (%s), confirms its view%s; reads %s", pod, m.viewGen, exShow(m.viewQ),
@@ -112,7 +164,7 @@ func (w *exWorld) events() []exEvent {
 			}})
 		}
 		if m.inGen > m.acked {
-			out = append(out, exEvent{apply: func(w *exWorld) string {
+			out = append(out, exEvent{kind: exKindAck, apply: func(w *exWorld) string {
 				g := w.members[slot].inGen
 				w.ack(slot, false)
 				if w.members[slot].fault != exHealthy {
@@ -121,7 +173,7 @@ func (w *exWorld) events() []exEvent {
 				return fmt.Sprintf("member %s acknowledges generation %d: its Lease says acked %d, claim %s", pod, g, g, exShow(w.members[slot].lease.claim))
 			}})
 			if m.fault == exHealthy && !m.flight {
-				out = append(out, exEvent{apply: func(w *exWorld) string {
+				out = append(out, exEvent{kind: exKindAckSlow, apply: func(w *exWorld) string {
 					g := w.members[slot].inGen
 					w.ack(slot, true)
 					return fmt.Sprintf("member %s acknowledges generation %d; the write (claim %s) is slow: Ack returns after AckWait", pod, g, exShow(w.members[slot].fl.claim))
@@ -129,7 +181,7 @@ func (w *exWorld) events() []exEvent {
 			}
 		}
 		if m.flight {
-			out = append(out, exEvent{apply: func(w *exWorld) string {
+			out = append(out, exEvent{kind: exKindLandsLate, apply: func(w *exWorld) string {
 				m := &w.members[slot]
 				fl := m.fl
 				m.flight = false
@@ -140,18 +192,18 @@ func (w *exWorld) events() []exEvent {
 		}
 		if faultsLeft {
 			if m.fault == exHealthy {
-				out = append(out, exEvent{fault: true, apply: func(w *exWorld) string {
+				out = append(out, exEvent{kind: exKindWritesFail, fault: true, apply: func(w *exWorld) string {
 					w.members[slot].fault = exWritesFail
 					return fmt.Sprintf("member %s's writes start failing; its reads pass", pod)
 				}})
 			}
 			if m.fault < exCutOff {
-				out = append(out, exEvent{fault: true, apply: func(w *exWorld) string {
+				out = append(out, exEvent{kind: exKindCutOff, fault: true, apply: func(w *exWorld) string {
 					w.members[slot].fault = exCutOff
 					return fmt.Sprintf("member %s is cut off from the API server", pod)
 				}})
 			}
-			out = append(out, exEvent{fault: true, apply: func(w *exWorld) string {
+			out = append(out, exEvent{kind: exKindDie, fault: true, apply: func(w *exWorld) string {
 				m := &w.members[slot]
 				m.fault, m.nodeDead, m.nodeDiedAt = exDead, true, 0
 				return fmt.Sprintf("member %s's node dies with it", pod)
@@ -269,8 +321,8 @@ type exResult struct {
 	what     string
 }
 
-// explore searches every interleaving of at most depth events from start, breadth first.
-func explore(start *exWorld, depth int) exResult {
+// explore searches every interleaving of at most depth events that adv allows from start, breadth first.
+func explore(start *exWorld, adv exAdversary, depth int) exResult {
 	seen := map[[16]byte]struct{}{start.key(): {}}
 	nodes := []exNode{{parent: -1, event: "settled: " + start.describeReading()}}
 	type item struct {
@@ -289,7 +341,7 @@ func explore(start *exWorld, depth int) exResult {
 	for level := 1; level <= depth && len(frontier) > 0; level++ {
 		var next []item
 		for _, it := range frontier {
-			for _, ev := range it.w.events() {
+			for _, ev := range it.w.events(adv) {
 				w := it.w.clone()
 				if ev.fault {
 					w.faults++
@@ -436,7 +488,7 @@ func (r exResult) table() string {
 func TestExploreHandoff(t *testing.T) {
 	start := exSettled(*exploreMembers, *exploreQueues)
 	began := time.Now()
-	res := explore(start, *exploreDepth)
+	res := explore(start, exEverything(), *exploreDepth)
 	t.Logf("explored %d states, %d events deep (%d members, %d queues, %d faults) in %v",
 		res.states, res.depth, *exploreMembers, *exploreQueues, *exploreFaults, time.Since(began).Round(time.Millisecond))
 	if len(res.timeline) > 0 {
