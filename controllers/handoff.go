@@ -349,6 +349,9 @@ type holdings struct {
 	unknowns      int
 	unknownReader int32
 	revoked       revokedQueues
+	// trusted is whether the bookkeeping was: only then are lapses known, so that a claim shows what its
+	// incarnation may be reading beside another's.
+	trusted bool
 }
 
 // unnamedReader stands for a reader nobody can name (handoffState.HoldUnclaimedUntil).
@@ -362,7 +365,8 @@ func (p *handoffPass) countHoldings(revoked revokedQueues) *holdings {
 	for _, qs := range p.in.target {
 		queues += len(qs)
 	}
-	h := &holdings{readerOf: map[string]int32{}, holders: make(map[allocate.Queue]holding, queues), unknownReader: -1, revoked: revoked}
+	h := &holdings{readerOf: map[string]int32{}, holders: make(map[allocate.Queue]holding, queues), unknownReader: -1, revoked: revoked,
+		trusted: p.in.trusted}
 	if hold := p.unclaimedHeldUntil(); hold != nil {
 		// A reader nobody can name may hold any queue: as one more unknown reader, never a member.
 		h.unknowns, h.unknownReader = 1, unnamedReader
@@ -475,11 +479,14 @@ func (h *holdings) indexOf(pod string, uid types.UID) int32 {
 // claims it too: keeping the queue adds no reader, and taking it away would not stop the other claimant
 // from reading it. Not a queue whose revocation lapsed: its application has stopped reading it, whatever
 // the claim it could not write down still says (the lapse is kept in the bookkeeping, so that a
-// restarted operator knows it too).
+// restarted operator knows it too). Without trusted bookkeeping no lapse is known, so a claim another
+// incarnation shares may be one its application stopped reading long ago: the queue goes to neither
+// until the recovery shows which one reads it.
 func (h *holdings) blocked(q allocate.Queue, self int32) bool {
 	if self >= 0 {
 		key := h.readers[self].key
-		if claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) {
+		if claims(h.readers[self].inc, h.revoked.fenced[key], q) && !h.revoked.lapsed[key].has(q) &&
+			(h.trusted || h.holders[q].count <= 1) {
 			return false
 		}
 	}

@@ -147,6 +147,40 @@ func TestHoldingsBlocked(t *testing.T) {
 	}
 }
 
+// TestHoldingsBlockedWithoutTrustedBookkeeping: with the bookkeeping edited or lost, no lapse is known,
+// so a claim shows only that its incarnation read the queue once. A member keeps a queue only it claims;
+// one another incarnation claims too goes to neither: the other may be reading it while this one's claim
+// is one it stopped reading after a lapse (the explorer's counterexample: a's revocation lapses, q goes
+// to b, the bookkeeping is edited, and q would go back to a beside b).
+func TestHoldingsBlockedWithoutTrustedBookkeeping(t *testing.T) {
+	now := goldenNow
+	for _, tc := range []struct {
+		name         string
+		incarnations []*incarnation
+		want         bool
+		why          string
+	}{
+		{"only it claims the queue: it keeps it", []*incarnation{leased("a", now, 1, qs(1), 6*time.Second), leased("b", now, 1, qs(2), 0)}, false, ""},
+		{"another claims it too: it waits", []*incarnation{leased("a", now, 1, qs(1), 6*time.Second), leased("b", now, 1, qs(1), 0)}, true,
+			"2 readers may hold it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
+				trusted: false, incarnations: tc.incarnations, scope: stepScope()})
+			h := p.countHoldings(p.settleRevocations())
+			self := h.indexOf("a", "a-uid")
+			if got := h.blocked(qs(1)[0], self); got != tc.want {
+				t.Fatalf("blocked = %v, want %v", got, tc.want)
+			}
+			if tc.want {
+				if why := h.holdsBack(qs(1)[0], self); why != tc.why {
+					t.Errorf("held back because %q, want %q", why, tc.why)
+				}
+			}
+		})
+	}
+}
+
 func TestUnclaimedHeldUntil(t *testing.T) {
 	now := goldenNow
 	later, earlier, much := now.Add(5*time.Second), now.Add(-time.Second), now.Add(60*time.Second)
