@@ -276,8 +276,15 @@ type StepResult struct {
 	// LowerBound is the fewest moves any balanced plan needs from this strategy's previous plan
 	// (allocate.LowerBound).
 	LowerBound int `json:"lowerBound"`
-	MaxLoad    int `json:"maxLoad"`
-	MinLoad    int `json:"minLoad"`
+	// BalanceMoves and LocalityMoves split Moved (allocate.CountMoves): the moves balance forces, at most
+	// LowerBound, and the moves beyond it. Sticky balancing by queue count makes the latter only to read
+	// fewer queues across zones, at most its zoneRepairMoves a step; for a strategy that does not keep
+	// queues where they were, they are simply its moves beyond the bound.
+	BalanceMoves  int `json:"balanceMoves"`
+	LocalityMoves int `json:"localityMoves"`
+
+	MaxLoad int `json:"maxLoad"`
+	MinLoad int `json:"minLoad"`
 	// CrossZone counts queues whose owner is not in the broker's zone (allocate.CrossZone).
 	CrossZone int `json:"crossZone"`
 	// MinCrossZone is the fewest cross-zone queues any balanced plan of this step allows
@@ -312,6 +319,8 @@ type StepResult struct {
 // measures against tolerance.
 func measure(step *StepResult, in allocate.Input, plan allocate.Plan, tolerance float64) {
 	step.Moved = allocate.Moved(in.Previous, plan)
+	moves := allocate.CountMoves(in, plan)
+	step.BalanceMoves, step.LocalityMoves = moves.Balance, moves.Locality
 	step.CrossZone = allocate.CrossZone(in, plan)
 	step.MinCrossZone = allocate.MinCrossZone(in)
 	step.Balanced = allocate.Balanced(in, plan)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,18 +52,73 @@ func TestBuiltinScenariosSticky(t *testing.T) {
 	}
 }
 
-// checkStickyStep fails unless Sticky's step is balanced, moved the lower bound plus at most its repair
-// budget, and settled at the fewest cross-zone reads a balanced plan allows, each replan moving at most
-// the budget.
+// checkStickyStep fails unless Sticky's step is balanced, its moves split into exactly the lower bound of
+// balance moves and at most its repair budget of locality moves, and it settled at the fewest cross-zone
+// reads a balanced plan allows, each replan moving at most the budget.
 func checkStickyStep(t *testing.T, name string, s StepResult) {
 	t.Helper()
-	if s.Moved < s.LowerBound || s.Moved > s.LowerBound+allocate.DefaultZoneRepairMoves || !s.Balanced {
-		t.Errorf("%s: Sticky moved %d (bound %d), balanced %v", name, s.Moved, s.LowerBound, s.Balanced)
+	if s.BalanceMoves != s.LowerBound || s.LocalityMoves > allocate.DefaultZoneRepairMoves ||
+		s.BalanceMoves+s.LocalityMoves != s.Moved || !s.Balanced {
+		t.Errorf("%s: Sticky moved %d (bound %d): %d balance and %d locality moves, balanced %v",
+			name, s.Moved, s.LowerBound, s.BalanceMoves, s.LocalityMoves, s.Balanced)
 	}
 	if s.SettledCrossZone != s.MinCrossZone || s.SettleMoves > s.SettleRounds*allocate.DefaultZoneRepairMoves {
 		t.Errorf("%s: Sticky settled at %d cross-zone queues (minimum %d) after %d moves in %d replans",
 			name, s.SettledCrossZone, s.MinCrossZone, s.SettleMoves, s.SettleRounds)
 	}
+}
+
+// TestBuiltinScenariosWithoutZones replays every built-in scenario, balancing by count, with the zones removed from its
+// pods and brokers: with no zones in play Sticky moves exactly the lower bound at every step, with no
+// locality move and nothing to settle.
+func TestBuiltinScenariosWithoutZones(t *testing.T) {
+	stepsWithMoves := 0
+	for _, sc := range builtins() {
+		out, err := run(withoutZones(sc), []allocate.Name{allocate.Sticky}, options{tolerance: 0.1})
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		for i, s := range out.Results[0].Steps {
+			if s.Moved != s.LowerBound || s.LocalityMoves != 0 || s.SettleMoves != 0 || !s.Balanced {
+				t.Errorf("%s/%s without zones: Sticky moved %d (bound %d, %d locality moves, %d settling), balanced %v",
+					sc.Name, out.Labels[i], s.Moved, s.LowerBound, s.LocalityMoves, s.SettleMoves, s.Balanced)
+			}
+			if s.Moved > 0 {
+				stepsWithMoves++
+			}
+		}
+	}
+	if stepsWithMoves == 0 {
+		t.Error("no step moved anything: the scenarios show nothing")
+	}
+}
+
+// withoutZones returns sc with every pod's and broker's zone removed.
+func withoutZones(sc Scenario) Scenario {
+	strip := func(ts []Topic) []Topic {
+		if ts == nil {
+			return nil
+		}
+		out := slices.Clone(ts)
+		for i := range out {
+			out[i].Brokers = slices.Clone(out[i].Brokers)
+			for j := range out[i].Brokers {
+				out[i].Brokers[j].Zone = ""
+			}
+		}
+		return out
+	}
+	out := sc
+	out.Topics = strip(sc.Topics)
+	out.Steps = slices.Clone(sc.Steps)
+	for i := range out.Steps {
+		out.Steps[i].Topics = strip(sc.Steps[i].Topics)
+		out.Steps[i].Members = slices.Clone(sc.Steps[i].Members)
+		for j := range out.Steps[i].Members {
+			out.Steps[i].Members[j].Zone = ""
+		}
+	}
+	return out
 }
 
 // TestMovedAndLowerBound checks the simulator's counters on a hand-worked case: 6 queues held 4/2 by
@@ -80,7 +136,7 @@ func TestMovedAndLowerBound(t *testing.T) {
 	}
 	var s StepResult
 	measure(&s, in, allocate.Plan{"a": {q(0), q(1)}, "b": {q(2), q(3)}, "c": {q(4), q(5)}}, 0.1)
-	if s.Moved != 4 || s.MaxLoad != 2 || s.MinLoad != 2 || !s.Balanced || s.CrossZone != 6 {
+	if s.Moved != 4 || s.BalanceMoves != 2 || s.LocalityMoves != 2 || s.MaxLoad != 2 || s.MinLoad != 2 || !s.Balanced || s.CrossZone != 6 {
 		t.Fatalf("got %+v", s)
 	}
 }

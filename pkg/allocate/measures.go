@@ -321,6 +321,26 @@ func LowerBound(in Input) int {
 	return bound - min(extra, savable)
 }
 
+// MoveCounts splits the moves of a rebalance (Moved) by why they were made.
+type MoveCounts struct {
+	// Balance is the moves balance forces: LowerBound, or Moved when a plan that is not balanced moved
+	// fewer.
+	Balance int
+	// Locality is the moves beyond the lower bound. Sticky balancing by queue count makes them only in
+	// its locality repair (sticky_zones.go), at most Params.ZoneRepairMoves per rebalance, each as part of
+	// a chain that lowers CrossZone; with no zones it makes none. For a strategy that does not keep queues
+	// where they were, this is simply the moves beyond the bound.
+	Locality int
+}
+
+// CountMoves splits Moved(in.Previous, plan) into the balance moves and the locality moves beyond them
+// (MoveCounts), as hack/simulate, `kubectl cg plan` and the metrics report them.
+func CountMoves(in Input, plan Plan) MoveCounts {
+	moved := Moved(in.Previous, plan)
+	balance := min(moved, LowerBound(in))
+	return MoveCounts{Balance: balance, Locality: moved - balance}
+}
+
 // CrossZone counts the queues plan gives to a member outside their broker's zone: a queue counts when
 // in.BrokerZones has no zone for its broker, or the zone differs from its owner's Member.Zone (a member of
 // unknown zone, or a plan entry that is no member of in, has zone "").

@@ -150,6 +150,28 @@ func TestLowerBound(t *testing.T) {
 	}
 }
 
+// TestCountMoves splits hand-worked rebalances: c joins a 4/2 group (shares 2/2/2, so a must give up 2).
+func TestCountMoves(t *testing.T) {
+	in := Input{Queues: mqs(0, 1, 2, 3, 4, 5), Members: members("a", "b", "c"), Previous: Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5)}}
+	cases := []struct {
+		name string
+		plan Plan
+		want MoveCounts
+	}{
+		{"the bound", Plan{"a": mqs(0, 1), "b": mqs(4, 5), "c": mqs(2, 3)}, MoveCounts{Balance: 2}},
+		// a's 3 goes to b rather than c, and b hands its 5 to c instead: one move beyond the bound.
+		{"one beyond the bound", Plan{"a": mqs(0, 1), "b": mqs(3, 4), "c": mqs(2, 5)}, MoveCounts{Balance: 2, Locality: 1}},
+		// Not balanced, and fewer moves than any balanced plan needs: all of them count as balance.
+		{"fewer than the bound", Plan{"a": mqs(0, 1, 2), "b": mqs(4, 5), "c": mqs(3)}, MoveCounts{Balance: 1}},
+		{"nothing moved", Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5), "c": {}}, MoveCounts{}},
+	}
+	for _, c := range cases {
+		if got := CountMoves(in, c.plan); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestBalanced(t *testing.T) {
 	weighted := []Member{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}, {ID: "c", Weight: 3}}
 	cases := []struct {

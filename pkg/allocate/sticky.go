@@ -127,6 +127,13 @@ type stickyState struct {
 // Allocate implements Strategy: it indexes the members, the queues and the previous plan, balances, and
 // lays the owners out as the plan.
 func (s *sticky) Allocate(in Input) (Plan, error) {
+	plan, _, err := s.allocate(in)
+	return plan, err
+}
+
+// allocate is Allocate, and also returns the chains the locality phase applied, for the tests that hold
+// every locality move to its rule.
+func (s *sticky) allocate(in Input) (Plan, []zoneRepairStep, error) {
 	sc, _ := s.scratch.Get().(*stickyScratch)
 	if sc == nil {
 		sc = &stickyScratch{}
@@ -134,37 +141,40 @@ func (s *sticky) Allocate(in Input) (Plan, error) {
 	defer s.scratch.Put(sc)
 	st := &stickyState{in: in, skew: s.maxSkew, scratch: sc}
 	if err := st.indexMembers(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan := make(Plan, len(st.members))
 	if len(st.members) == 0 {
-		return plan, nil
+		return plan, nil, nil
 	}
 	st.indexQueues()
 	if len(st.order) == 0 {
 		for _, m := range st.members {
 			plan[m.ID] = []Queue{}
 		}
-		return plan, nil
+		return plan, nil, nil
 	}
 	st.readPrevious()
+	var repairs []zoneRepairStep
 	if s.byLoad {
 		st.allocateByLoad(s.tol)
 	} else {
-		st.balanceCounts(s.repairMoves)
+		repairs = st.balanceCounts(s.repairMoves)
 	}
-	return st.plan(plan), nil
+	return st.plan(plan), repairs, nil
 }
 
 // balanceCounts is balancing by queue count: quotas, the excess released, the free queues placed, and,
-// with MaxSkew 0, the locality repair within repairMoves moves.
-func (st *stickyState) balanceCounts(repairMoves int) {
+// with MaxSkew 0, the locality repair within repairMoves moves. Up to the repair, the plan moves exactly
+// LowerBound queues; it returns what each chain of the repair did.
+func (st *stickyState) balanceCounts(repairMoves int) []zoneRepairStep {
 	st.computeQuotas()
 	st.releaseExcess()
 	st.place()
 	if st.skew == 0 {
-		st.repairZones(repairMoves)
+		return st.repairZones(repairMoves)
 	}
+	return nil
 }
 
 // plan lays the assignment out as one backing array, each member's queues in canonical order.

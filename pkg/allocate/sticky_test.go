@@ -621,3 +621,156 @@ func FuzzSticky(f *testing.F) {
 		}
 	})
 }
+
+// stickyDPLowerBound is the fewest moves of any balanced plan from in.Previous, computed apart from
+// LowerBound's closed form: shares from stickyShares' exact rationals, and a dynamic programme over the
+// members for which R of the fractional ones get the extra queue, so it needs neither LowerBound's greedy
+// argument nor stickyBruteLowerBound's enumeration, and is fast at any size.
+func stickyDPLowerBound(in Input) int {
+	distinct := map[Queue]bool{}
+	for _, q := range in.Queues {
+		distinct[q] = true
+	}
+	floor, fractional := stickyShares(len(distinct), in.Members)
+	prev := stickyPrevCounts(Input{Queues: in.Queues, Members: in.Members, Previous: in.Previous})
+	extra := len(distinct)
+	for _, f := range floor {
+		extra -= f
+	}
+	const inf = 1 << 30
+	// best[k] is the fewest moves of the members seen so far with k of them raised to their ceiling.
+	best := make([]int, extra+1)
+	for k := range best {
+		best[k] = inf
+	}
+	best[0] = 0
+	for i := range in.Members {
+		next := make([]int, extra+1)
+		for k := range next {
+			next[k] = inf
+		}
+		for k, b := range best {
+			if b == inf {
+				continue
+			}
+			next[k] = min(next[k], b+max(0, prev[i]-floor[i]))
+			if fractional[i] && k < extra {
+				next[k+1] = min(next[k+1], b+max(0, prev[i]-floor[i]-1))
+			}
+		}
+		best = next
+	}
+	return best[extra]
+}
+
+// stickyWithoutZones returns in with the zones named on one side or both removed: "members", "brokers"
+// or "both".
+func stickyWithoutZones(in Input, side string, equalWeights bool) Input {
+	out := in
+	out.Members = slices.Clone(in.Members)
+	for i := range out.Members {
+		if side != "brokers" {
+			out.Members[i].Zone = ""
+		}
+		if equalWeights {
+			out.Members[i].Weight = 1
+		}
+	}
+	if side != "members" {
+		out.BrokerZones = nil
+	}
+	return out
+}
+
+// TestStickyMovesTheLowerBoundWithoutZones replays random sequences of joins, leaves, weight and queue
+// changes with zones on neither side (or on one side only, where no placement reads fewer queues across
+// zones than another), with Sticky's default repair budget, and checks at every step that exactly the
+// lower bound moved, computed apart from LowerBound (stickyDPLowerBound), and no locality move.
+func TestStickyMovesTheLowerBoundWithoutZones(t *testing.T) {
+	s := mustSticky(t, 0)
+	for _, side := range []string{"both", "members", "brokers"} {
+		for _, equal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("without %s zones, equal weights %v", side, equal), func(t *testing.T) {
+				steps, moved := 0, 0
+				for seed := range uint64(100) {
+					w := newStickyWorld(3000 + seed)
+					var prev Plan
+					for range 60 {
+						w.step()
+						in := stickyWithoutZones(w.input(prev), side, equal)
+						plan, err := s.Allocate(in)
+						if err != nil {
+							t.Fatal(err)
+						}
+						checkEveryQueueOwnedOnce(t, in, plan)
+						stickyCheckBalance(t, in, plan, 0)
+						bound := stickyDPLowerBound(in)
+						if got := Moved(in.Previous, plan); got != bound {
+							t.Fatalf("seed %d: moved %d queues, the lower bound is %d", w.seed, got, bound)
+						}
+						if c := CountMoves(in, plan); c != (MoveCounts{Balance: bound}) {
+							t.Fatalf("seed %d: moves counted %+v, want %d balance moves and no locality move", w.seed, c, bound)
+						}
+						steps++
+						moved += bound
+						prev = plan
+					}
+				}
+				t.Logf("%d steps, %d queues moved, each step exactly its lower bound", steps, moved)
+			})
+		}
+	}
+}
+
+// TestStickyLocalityMoves replays random sequences with zones and the default repair budget, and checks
+// at every step that the moves split as the docs say: the balance moves are the lower bound (computed
+// apart, stickyDPLowerBound), and the locality moves beyond it are at most the budget, are what the
+// locality phase's chains added, and each chain lowered the cross-zone count. The group then settles as
+// the operator's passes settle it, so each step starts from a plan at the cross-zone minimum, as after a
+// rollout.
+func TestStickyLocalityMoves(t *testing.T) {
+	st := mustSticky(t, 0).(*sticky)
+	var steps, withLocality, locality, saved int
+	for seed := range uint64(100) {
+		w := newStickyWorld(4000 + seed)
+		var prev Plan
+		for range 60 {
+			w.step()
+			in := w.input(prev)
+			plan, chains, err := st.allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stickyCheckBalance(t, in, plan, 0)
+			c := CountMoves(in, plan)
+			if bound := stickyDPLowerBound(in); c.Balance != bound {
+				t.Fatalf("seed %d: %d balance moves, the lower bound is %d", w.seed, c.Balance, bound)
+			}
+			if c.Locality > DefaultZoneRepairMoves {
+				t.Fatalf("seed %d: %d locality moves, above the budget of %d", w.seed, c.Locality, DefaultZoneRepairMoves)
+			}
+			chainMoves, chainSaved := 0, 0
+			for _, ch := range chains {
+				if ch.saved < 1 {
+					t.Fatalf("seed %d: a chain of %d moves saved %d cross-zone reads", w.seed, ch.moves, ch.saved)
+				}
+				chainMoves += ch.moves
+				chainSaved += ch.saved
+			}
+			if chainMoves != c.Locality {
+				t.Fatalf("seed %d: %d locality moves, but the chains applied add %d", w.seed, c.Locality, chainMoves)
+			}
+			steps++
+			if c.Locality > 0 {
+				withLocality++
+				locality += c.Locality
+				saved += chainSaved
+			}
+			prev, _ = stickySettle(t, st, in, plan, DefaultZoneRepairMoves)
+			if got, want := CrossZone(in, prev), MinCrossZone(in); got != want {
+				t.Fatalf("seed %d: settled at %d cross-zone reads, minimum %d", w.seed, got, want)
+			}
+		}
+	}
+	t.Logf("%d steps; %d with locality moves, %d of them in all, saving %d cross-zone reads", steps, withLocality, locality, saved)
+}

@@ -50,22 +50,30 @@ type zoneRepair struct {
 	gain           []int32 // per class, members that may take one more queue (below their ceiling)
 	movable        []int32 // positions whose owner is not their previous owner (kind 1), maybe stale
 	byClass        [][]int32
+	applied        []zoneRepairStep // what each chain applied so far did
 }
 
-// repairZones runs the locality phase with budget repair moves.
-func (st *stickyState) repairZones(budget int) {
+// zoneRepairStep is what one chain of the locality phase did: the moves it added to the rebalance
+// (Moved against the plan before it; below 0 when more queues went home than moved) and the cross-zone
+// reads (CrossZone) it saved, at least one.
+type zoneRepairStep struct{ moves, saved int }
+
+// repairZones runs the locality phase with budget repair moves and returns what each chain it applied
+// did; none without zones.
+func (st *stickyState) repairZones(budget int) []zoneRepairStep {
 	nz := len(st.zoneIDs)
 	if nz == 0 || nz+1 > zoneRepairMaxClasses {
-		return
+		return nil
 	}
 	zr := &zoneRepair{st: st, nc: nz + 1, budget: budget}
 	zr.index()
 	for range len(st.order) {
 		c, ok := zr.best()
 		if !ok || !zr.apply(c) {
-			return
+			break
 		}
 	}
+	return zr.applied
 }
 
 func (zr *zoneRepair) memberClass(i int32) int32 { return zr.st.memberClassOf(i, zr.nc) }
@@ -385,6 +393,7 @@ func (zr *zoneRepair) apply(c zoneChain) bool {
 		}
 	}
 	zr.budget -= max(moves, 0)
+	zr.applied = append(zr.applied, zoneRepairStep{moves: moves, saved: -cross})
 	return true
 }
 
