@@ -71,12 +71,12 @@ func ptr[T any](v T) *T { return &v }
 func writeTable(w io.Writer, out Output) error {
 	// The rows are built in memory, where writes cannot fail, and written out once.
 	var b strings.Builder
-	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tBALANCE MOVES\tLOCALITY MOVES\tMAX\tMIN\tCROSS-ZONE\tMIN CROSS-ZONE\tSETTLE MOVES\tSETTLED CROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tWITHIN LOAD AIM\tERROR")
+	fmt.Fprintln(&b, "STRATEGY\tSTEP\tMOVED\tLOWER BOUND\tBALANCE MOVES\tLOCALITY MOVES\tMAX\tMIN\tCROSS-ZONE\tMIN CROSS-ZONE\tSETTLE MOVES\tSETTLED CROSS-ZONE\tBALANCED\tMAX LOAD\tMEAN LOAD\tMOVED LOAD\tWITHIN LOAD BOUND\tWITHIN LOAD AIM\tPREVIOUS WITHIN TOLERANCE\tERROR")
 	for _, r := range out.Results {
 		for i, s := range r.Steps {
-			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%v\t%s\n",
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%.4g\t%.4g\t%.4g\t%v\t%v\t%v\t%s\n",
 				r.Strategy, out.Labels[i], s.Moved, s.LowerBound, s.BalanceMoves, s.LocalityMoves, s.MaxLoad, s.MinLoad, s.CrossZone, s.MinCrossZone, s.SettleMoves, s.SettledCrossZone, s.Balanced,
-				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.WithinLoadAim, s.Error)
+				s.MaxMemberLoad, s.MeanMemberLoad, s.MovedLoad, s.WithinLoadBound, s.WithinLoadAim, s.PreviousWithinTolerance, s.Error)
 		}
 	}
 	for _, s := range out.Skipped {

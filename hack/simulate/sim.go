@@ -303,13 +303,16 @@ type StepResult struct {
 	// load of the queues Moved counts. WithinLoadBound is true when every member carries at most
 	// max((1+t) times its weighted fair share, that share plus its hottest queue), t the tolerance (the
 	// bound Sticky guarantees when it balances by load); WithinLoadAim when every member carries at most
-	// max((1+t) times its share, its hottest queue) (what Sticky aims for: allocate.MemberLoad.Aim). All
-	// are zero or false in a scenario without loads.
-	MaxMemberLoad   float64 `json:"maxMemberLoad"`
-	MeanMemberLoad  float64 `json:"meanMemberLoad"`
-	MovedLoad       float64 `json:"movedLoad"`
-	WithinLoadBound bool    `json:"withinLoadBound"`
-	WithinLoadAim   bool    `json:"withinLoadAim"`
+	// max((1+t) times its share, its hottest queue) (what Sticky aims for: allocate.MemberLoad.Aim).
+	// PreviousWithinTolerance is true when the previous plan, under this step's loads and members, left
+	// Sticky by load no reason to move: every queue held by a member, every member within its aim and none
+	// idle (allocate.WithinLoadTolerance). All are zero or false in a scenario without loads.
+	MaxMemberLoad           float64 `json:"maxMemberLoad"`
+	MeanMemberLoad          float64 `json:"meanMemberLoad"`
+	MovedLoad               float64 `json:"movedLoad"`
+	WithinLoadBound         bool    `json:"withinLoadBound"`
+	WithinLoadAim           bool    `json:"withinLoadAim"`
+	PreviousWithinTolerance bool    `json:"previousWithinTolerance"`
 
 	Error string              `json:"error,omitempty"`
 	Plan  map[string][]string `json:"plan"`
@@ -360,4 +363,24 @@ func measureLoad(step *StepResult, in allocate.Input, plan allocate.Plan, tolera
 	step.WithinLoadBound = allocate.WithinLoadBound(members, tolerance)
 	step.WithinLoadAim = allocate.WithinLoadAim(members, tolerance)
 	step.MovedLoad = allocate.MovedLoad(in.Previous, plan, loads)
+	if in.Previous != nil && ownsEvery(in, in.Previous) {
+		step.PreviousWithinTolerance = allocate.WithinLoadTolerance(allocate.MemberLoads(in, in.Previous, loads), tolerance)
+	}
+}
+
+// ownsEvery reports whether plan gives every queue of in to one of in's members: no queue is new or was
+// left by a member that has gone, so a strategy has nothing to place.
+func ownsEvery(in allocate.Input, plan allocate.Plan) bool {
+	owned := map[allocate.Queue]bool{}
+	for _, m := range in.Members {
+		for _, q := range plan[m.ID] {
+			owned[q] = true
+		}
+	}
+	for _, q := range in.Queues {
+		if !owned[q] {
+			return false
+		}
+	}
+	return true
 }

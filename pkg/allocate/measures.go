@@ -123,6 +123,8 @@ func validLoad(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
 type MemberLoad struct {
 	// Load is the sum of its queues' loads; Hottest the load of the hottest of them.
 	Load, Hottest float64
+	// Queues is how many queues it holds.
+	Queues int
 	// Fair is its weighted fair share: the total load times its weight over the members' total weight
 	// (weights below 1 count as 1).
 	Fair float64
@@ -161,6 +163,7 @@ func MemberLoads(in Input, plan Plan, loads map[Queue]float64) map[string]Member
 		for _, q := range plan[m.ID] {
 			ml.Load += loads[q]
 			ml.Hottest = max(ml.Hottest, loads[q])
+			ml.Queues++
 		}
 		out[m.ID] = ml
 	}
@@ -227,6 +230,19 @@ func WithinLoadBound(loads map[string]MemberLoad, tol float64) bool {
 // members' loads under a plan (MemberLoads).
 func WithinLoadAim(loads map[string]MemberLoad, tol float64) bool {
 	return everyMember(loads, func(ml MemberLoad) float64 { return ml.Aim(tol) })
+}
+
+// WithinLoadTolerance reports whether a plan leaves Sticky balancing by load with tolerance tol no reason
+// to move a queue: every member carries at most its Aim(tol), and no member holds nothing while
+// (1-tol) times its Achievable share is above 0. A member that holds queues is never moved up to a lower
+// tolerance; only an idle one is. loads are the members' loads under the plan (MemberLoads).
+func WithinLoadTolerance(loads map[string]MemberLoad, tol float64) bool {
+	for _, ml := range loads {
+		if ml.Queues == 0 && (1-tol)*ml.Achievable > 0 {
+			return false
+		}
+	}
+	return WithinLoadAim(loads, tol)
 }
 
 // everyMember reports whether every member carries at most limit of its MemberLoad, up to rounding.

@@ -311,6 +311,15 @@ func TestMemberLoadsAndBound(t *testing.T) {
 	if b, a := got["b"].Aim(0.1), got["a"].Aim(0.1); b != 8 || math.Abs(a-8.8) > 1e-12 || !WithinLoadAim(got, 0.1) {
 		t.Errorf("aims: b %v, a %v, within %v; want 8, 8.8 and within", b, a, WithinLoadAim(got, 0.1))
 	}
+	// c holds nothing with an achievable share of 3: within every member's aim, yet not within the
+	// tolerance. Once c holds a queue of 2, it is, though 2 is below (1-t) times 3.
+	if WithinLoadTolerance(got, 0.1) {
+		t.Error("WithinLoadTolerance: want false, c is idle")
+	}
+	spread := MemberLoads(in, Plan{"a": mqs(1, 3), "b": mqs(0), "c": mqs(2)}, loads)
+	if !WithinLoadTolerance(spread, 0.1) || spread["a"].Queues != 2 || spread["c"].Queues != 1 {
+		t.Errorf("WithinLoadTolerance: want true for %v, every member within its aim and none idle", spread)
+	}
 	// a holding b's queue too is within its bound (16 ≤ max(8.8, 8+8)) but not its aim (16 > max(8.8, 8)).
 	if merged := MemberLoads(in, Plan{"a": mqs(0, 1, 2, 3), "b": {}, "c": {}}, loads); !WithinLoadBound(merged, 0.1) || WithinLoadAim(merged, 0.1) {
 		t.Error("a holding every queue: want within its bound and above its aim")

@@ -17,9 +17,13 @@ import (
 //     two members one member must carry two, 1.33 times its share, so a bound below F_i + h_i cannot
 //     always hold; where it can, (1+t)*F_i is what the rebalance aims for;
 //  3. hysteresis and few moves: a member keeps what it held as long as it stays within (1+t)*F_i (or
-//     holds one queue); an over-loaded member sheds as few queues as it can; a member below (1-t)*F_i
-//     takes queues from the most loaded members while that brings both closer to their shares. So when the
-//     previous plan is within the tolerance for the new loads and nobody joined, nothing moves;
+//     holds one queue); an over-loaded member sheds as few queues as it can; a member that kept nothing
+//     of the previous plan (it joined, or its queues are gone) and is below (1-t)*A_i, A_i its achievable
+//     share (AchievableLevel), takes queues from the most loaded members while that brings both closer to
+//     their shares. A member that holds queues is never pulled up to the lower tolerance: below its share
+//     but with nobody above the upper tolerance, it is no reason to move a queue. So when every member of
+//     the previous plan is within (1+t)*F_i (or carries only its hottest queue) for the new loads, and none
+//     is idle, nothing moves;
 //  4. locality: a freed or new queue goes to the least loaded member in its broker's zone when that member
 //     stays within (1+t)*F_i, otherwise to the least loaded member anywhere;
 //  5. determinism: queues are taken hottest first, ties by canonical order; members by load over weight,
@@ -46,7 +50,10 @@ type loadState struct {
 	// achievable is member -> its share once the hot queues have a member each (AchievableLevel): what
 	// the lower tolerance is measured against, since no member can take a hot queue's load off its owner.
 	achievable []float64
-	held       [][]int32 // member -> canonical positions held
+	// idle is member -> it kept nothing of the previous plan (it joined, or its queues are gone): the
+	// only members the lower tolerance fills.
+	idle []bool
+	held [][]int32 // member -> canonical positions held
 	// givers is pair's buffer, reused from one move to the next.
 	givers []int32
 }
@@ -143,6 +150,10 @@ func (ls *loadState) keep() {
 			ls.held[m] = append(ls.held[m], int32(p))
 			ls.load[m] += ls.qload[p]
 		}
+	}
+	ls.idle = make([]bool, len(ls.members))
+	for i, c := range counts {
+		ls.idle[i] = c == 0
 	}
 }
 
@@ -274,9 +285,9 @@ func (ls *loadState) place() {
 }
 
 // rebalance moves one queue at a time, while a move helps, until neither of two kinds of move remains:
-//   - fill: the member furthest below (1-t) times its share takes the hottest queue it can from the
-//     members most loaded relative to their shares, staying within its ceiling and below the donor's
-//     ratio (a member that joins gets its share);
+//   - fill: of the members that kept nothing of the previous plan, the one furthest below (1-t) times
+//     its achievable share takes the hottest queue it can from the members most loaded relative to their
+//     shares, staying within its ceiling and below the donor's ratio (a member that joins gets its share);
 //   - relieve: a member above its ceiling and carrying more than its hottest queue gives the least loaded
 //     member (relative to its share) the hottest queue that leaves that member below the giver's ratio.
 //
@@ -337,10 +348,12 @@ func (ls *loadState) pair(mayTake, mayGive func(i int32) bool) (taker int32, giv
 	return taker, givers
 }
 
-// findFill finds a fill move: the member furthest below (1-t) times its achievable share takes from the
-// most loaded donor that has a queue for it. It reports whether there is one.
+// findFill finds a fill move: of the members that kept nothing of the previous plan, the one furthest
+// below (1-t) times its achievable share takes from the most loaded donor that has a queue for it. It
+// reports whether there is one. A member that kept queues is never filled: below its share but with
+// nobody above the upper tolerance, it is no reason to move a queue.
 func (ls *loadState) findFill() (loadMove, bool) {
-	r, donors := ls.pair(func(i int32) bool { return ls.load[i] < (1-ls.tol)*ls.achievable[i] }, func(int32) bool { return true })
+	r, donors := ls.pair(func(i int32) bool { return ls.idle[i] && ls.load[i] < (1-ls.tol)*ls.achievable[i] }, func(int32) bool { return true })
 	if r < 0 {
 		return loadMove{}, false
 	}

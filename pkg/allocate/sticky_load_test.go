@@ -212,11 +212,12 @@ func TestExchangeMeetsAim(t *testing.T) {
 	}
 }
 
-// withinTolerance reports whether every member carries from (1-t) times its achievable share (the share
-// left once hot queues have a member each) up to (1+t) times its share, or no more than its hottest queue.
+// withinTolerance reports whether every member carries at most (1+t) times its share, or no more than its
+// hottest queue, and no member that holds nothing is below (1-t) times its achievable share (the share
+// left once hot queues have a member each): then Sticky by load moves nothing.
 func withinTolerance(in Input, plan Plan, tol float64) bool {
-	for _, ml := range MemberLoads(in, plan, QueueLoads(in)) {
-		if ml.Load < (1-tol)*ml.Achievable || ml.Load > ml.Aim(tol) {
+	for id, ml := range MemberLoads(in, plan, QueueLoads(in)) {
+		if ml.Load > ml.Aim(tol) || len(plan[id]) == 0 && ml.Load < (1-tol)*ml.Achievable {
 			return false
 		}
 	}
@@ -256,4 +257,81 @@ func TestStickyByLoadParameters(t *testing.T) {
 			t.Errorf("New(Sticky, %+v) accepted it", p)
 		}
 	}
+}
+
+// TestStickyByLoadLowerTolerance pins the lower tolerance on hand-worked Zipf loads (40/r on six queues,
+// ten queues of load 1): a member below (1-t) times its achievable share takes queues only when the
+// plan would otherwise leave it idle. Loads that move within the upper tolerance, with a member short of
+// its share but holding queues, move nothing.
+func TestStickyByLoadLowerTolerance(t *testing.T) {
+	hot := func(r int32) Queue { return Queue{Topic: "T", Broker: "hot", ID: r} }
+	cool := func(id int32) Queue { return Queue{Topic: "T", Broker: "cool", ID: id} }
+	var queues []Queue
+	loads := map[Queue]float64{}
+	for r := range int32(6) {
+		queues = append(queues, hot(r))
+		loads[hot(r)] = math.Round(400/float64(r+1)) / 10 // 40, 20, 13.3, 10, 8, 6.7
+	}
+	for id := range int32(10) {
+		queues = append(queues, cool(id))
+		loads[cool(id)] = 1
+	}
+	// Every load moved by up to ±3%, in queue order.
+	noisy := map[Queue]float64{}
+	for k, q := range queues {
+		noisy[q] = loads[q] * []float64{1.03, 0.97, 1.01, 0.99, 1.02, 0.98}[k%6]
+	}
+	// 108 over four members, a share of 27 each: a carries the 40 alone; b, c and d share the rest at
+	// 24, 25 and 19, within (1+t) of their share, d below (1-t) of its achievable share of 22.7.
+	previous := Plan{
+		"a": {hot(0)},
+		"b": {hot(1), cool(0), cool(1), cool(2), cool(3)},
+		"c": {hot(2), hot(5), cool(4), cool(5), cool(6), cool(7), cool(8)},
+		"d": {hot(3), hot(4), cool(9)},
+	}
+	four := []Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
+	cases := []struct {
+		name     string
+		members  []Member
+		previous Plan
+		loads    map[Queue]float64
+		tol      float64
+		// moved is the queues that must move; gets, a member that must end with at least one queue.
+		moved int
+		gets  string
+	}{
+		{name: "noise within the upper tolerance", members: four, previous: previous, loads: noisy, tol: 0.1},
+		{name: "the same loads again", members: four, previous: previous, loads: loads, tol: 0.1},
+		{name: "noise within a wider tolerance", members: four, previous: previous, loads: noisy, tol: 0.3},
+		// e had an entry but holds nothing: nobody is above (1+t) of a share of 21.6, yet e takes c's 13.3,
+		// which leaves c within its share and brings e above (1-t) of its achievable share.
+		{name: "an idle member takes a queue", members: append(slices.Clone(four), Member{ID: "e"}),
+			previous: withEntry(previous, "e"), loads: noisy, tol: 0.3, moved: 1, gets: "e"},
+		{name: "a member joins", members: append(slices.Clone(four), Member{ID: "e"}),
+			previous: previous, loads: noisy, tol: 0.3, moved: 1, gets: "e"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := Input{Queues: queues, Members: c.members, Previous: c.previous, QueueLoad: c.loads}
+			plan, err := mustNew(t, Sticky, Params{BalanceBy: BalanceByLoad, LoadTolerance: &c.tol}).Allocate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkEveryQueueOwnedOnce(t, in, plan)
+			checkLoadBound(t, in, plan, c.tol)
+			if got := Moved(in.Previous, plan); got != c.moved {
+				t.Errorf("moved %d queues, want %d: %v", got, c.moved, plan)
+			}
+			if c.gets != "" && len(plan[c.gets]) == 0 {
+				t.Errorf("%s holds nothing", c.gets)
+			}
+		})
+	}
+}
+
+// withEntry returns a copy of p with an empty entry for id.
+func withEntry(p Plan, id string) Plan {
+	out := clonePlan(p)
+	out[id] = []Queue{}
+	return out
 }
