@@ -52,6 +52,19 @@ func renderChart(t *testing.T, values map[string]any, ns string) []*unstructured
 }
 
 func renderChartManifest(values map[string]any, ns string) (string, error) {
+	return renderChartManifestFor(values, ns, nil)
+}
+
+// renderChartWithAPIs renders the chart as `helm template --api-versions` does: for a cluster that serves
+// apiVersions besides Kubernetes' own (.Capabilities.APIVersions).
+func renderChartWithAPIs(t *testing.T, values map[string]any, ns string, apiVersions ...string) []*unstructured.Unstructured {
+	t.Helper()
+	manifest, err := renderChartManifestFor(values, ns, apiVersions)
+	must(t, err)
+	return decodeAll(t, []byte(manifest))
+}
+
+func renderChartManifestFor(values map[string]any, ns string, apiVersions []string) (string, error) {
 	ch, err := loader.LoadDir(chartDir)
 	if err != nil {
 		return "", err
@@ -59,6 +72,7 @@ func renderChartManifest(values map[string]any, ns string) (string, error) {
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
 	install.ReleaseName, install.Namespace = "cgo", ns
+	install.APIVersions = apiVersions
 	rel, err := install.Run(ch, values)
 	if err != nil {
 		return "", err
@@ -185,6 +199,9 @@ func TestChartDefaults(t *testing.T) {
 	if len(find(objs, "NetworkPolicy")) != 0 {
 		t.Errorf("a NetworkPolicy by default")
 	}
+	// Without cert-manager, the metrics certificate is the chart's, signed by its own CA, and served
+	// (TestChartMetricsCertificate).
+	checkServesCertificate(t, objs, chartCertSecret(t, objs, metricsService(t, objs)).Name)
 	if crds := find(objs, "CustomResourceDefinition"); len(crds) != 2 || crds["consumergroups.messaging.consumergroup.io"] == nil ||
 		crds["clusternameservers.messaging.consumergroup.io"] == nil {
 		t.Errorf("CRDs %v, want ConsumerGroup's and ClusterNameServer's", keys(crds))

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -139,38 +143,29 @@ func TestChartMetrics(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		objs := renderChart(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}, "ops")
 		checkSecureMetrics(t, objs, "cgo-consumergroup-operator-metrics-auth", "cgo-consumergroup-operator-metrics-auth", "cgo-consumergroup-operator-metrics-reader")
-		if _, c := container(t, objs); slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--metrics-cert-path") }) {
-			t.Errorf("args %q name a certificate without metrics.certSecret", c.Args)
-		}
 		sm := serviceMonitor(t, objs)
 		checkHTTPSEndpoint(t, sm, "metrics")
-		if tls := sm.Spec.Endpoints[0].TLSConfig; tls == nil || tls.InsecureSkipVerify == nil || !*tls.InsecureSkipVerify {
-			t.Errorf("the self-signed certificate cannot be verified: want insecureSkipVerify, got %+v", tls)
-		}
+		// Without cert-manager, the chart's own CA (TestChartMetricsCertificate).
+		checkVerifies(t, sm, "cgo-consumergroup-operator-metrics-chart-cert", metricsService(t, objs))
 		if crb := find(objs, "ClusterRoleBinding")["cgo-consumergroup-operator-metrics-reader"]; crb != nil {
 			t.Errorf("metrics-reader bound to %v without metrics.readers", crb.Object["subjects"])
 		}
 	})
 
 	t.Run("certificate and readers", func(t *testing.T) {
-		objs := renderChart(t, map[string]any{"metrics": map[string]any{
+		// With cert-manager's API served, too: the user's Secret wins over every metrics.certificate.
+		objs := renderChartWithAPIs(t, map[string]any{"metrics": map[string]any{
 			"certSecret":     "metrics-tls",
 			"readers":        []any{map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}},
 			"serviceMonitor": map[string]any{"enabled": true},
-		}}, "ops")
+		}}, "ops", "cert-manager.io/v1")
 		dep, c := container(t, objs)
-		if !slices.Contains(c.Args, "--metrics-cert-path=/etc/consumergroup-operator/metrics-certs") ||
-			len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/consumergroup-operator/metrics-certs" {
-			t.Errorf("args %q, mounts %+v: want the certificate mounted and named", c.Args, c.VolumeMounts)
+		if len(c.VolumeMounts) != 1 || len(dep.Spec.Template.Spec.Volumes) != 1 {
+			t.Errorf("mounts %+v of volumes %+v, want the certificate's only", c.VolumeMounts, dep.Spec.Template.Spec.Volumes)
 		}
-		if v := dep.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "metrics-tls" {
-			t.Errorf("volumes %+v, want the Secret metrics-tls", v)
-		}
-		tls := serviceMonitor(t, objs).Spec.Endpoints[0].TLSConfig
-		if tls == nil || tls.InsecureSkipVerify != nil || tls.CA.Secret == nil || tls.CA.Secret.Name != "metrics-tls" || tls.CA.Secret.Key != "ca.crt" ||
-			tls.ServerName == nil || *tls.ServerName != "cgo-consumergroup-operator-metrics.ops.svc" {
-			t.Errorf("ServiceMonitor TLS %+v, want the certificate verified against metrics-tls's ca.crt for the Service's name", tls)
-		}
+		checkMountsCertificate(t, dep, c, "metrics-tls")
+		checkVerifies(t, serviceMonitor(t, objs), "metrics-tls", metricsService(t, objs))
+		checkNoGeneratedCertificate(t, objs)
 		var crb rbacv1.ClusterRoleBinding
 		if o := find(objs, "ClusterRoleBinding")["cgo-consumergroup-operator-metrics-reader"]; o != nil {
 			as(t, o, &crb)
@@ -194,6 +189,12 @@ func TestChartMetrics(t *testing.T) {
 		if e := serviceMonitor(t, objs).Spec.Endpoints[0]; e.Scheme != nil || e.TLSConfig != nil || e.BearerTokenFile != "" { //nolint:staticcheck // see checkHTTPSEndpoint.
 			t.Errorf("plain HTTP endpoint %+v scrapes with TLS or a token", e)
 		}
+		checkNoGeneratedCertificate(t, objs)
+		if dep, c := container(t, objs); len(dep.Spec.Template.Spec.Volumes) != 0 || hasCertPath(c) {
+			t.Errorf("plain HTTP with volumes %+v, args %q", dep.Spec.Template.Spec.Volumes, c.Args)
+		}
+		// Nor with cert-manager's API served.
+		checkNoGeneratedCertificate(t, renderChartWithAPIs(t, map[string]any{"metrics": map[string]any{"secure": false}}, "ops", "cert-manager.io/v1"))
 	})
 }
 
@@ -208,4 +209,157 @@ func serviceMonitor(t *testing.T, objs []*unstructured.Unstructured) monitoringv
 		as(t, o, &sm)
 	}
 	return sm
+}
+
+func hasCertPath(c corev1.Container) bool {
+	return slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--metrics-cert-path") })
+}
+
+// checkNoGeneratedCertificate checks that objs hold neither a Secret nor a cert-manager object.
+func checkNoGeneratedCertificate(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "Secret" || o.GetAPIVersion() == "cert-manager.io/v1" {
+			t.Errorf("%s %s rendered, want no generated certificate", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// chartCertSecret is objs' one Secret, which must be the metrics certificate the chart generated, checked:
+// a kubernetes.io/tls Secret whose tls.crt, a server certificate with the key tls.key, verifies against
+// the CA in ca.crt for each of the metrics Service svc's names, and for no other name.
+func chartCertSecret(t *testing.T, objs []*unstructured.Unstructured, svc corev1.Service) corev1.Secret {
+	t.Helper()
+	secrets := find(objs, "Secret")
+	if len(secrets) != 1 {
+		t.Fatalf("Secrets %v, want the metrics certificate's", keys(secrets))
+	}
+	var s corev1.Secret
+	for _, o := range secrets {
+		as(t, o, &s)
+	}
+	if s.Type != corev1.SecretTypeTLS || s.Namespace != svc.Namespace {
+		t.Errorf("Secret %s/%s of type %s, want kubernetes.io/tls in %s", s.Namespace, s.Name, s.Type, svc.Namespace)
+	}
+	if _, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"]); err != nil {
+		t.Errorf("tls.crt and tls.key: %v", err)
+	}
+	ca, cert := parseCert(t, s.Data["ca.crt"]), parseCert(t, s.Data["tls.crt"])
+	if !ca.IsCA || cert.IsCA || bytes.Equal(ca.Raw, cert.Raw) {
+		t.Errorf("ca.crt (CA %v) and tls.crt (CA %v): want a CA and a certificate it signs", ca.IsCA, cert.IsCA)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, name := range serviceNames(svc) {
+		opts := x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		if _, err := cert.Verify(opts); err != nil {
+			t.Errorf("tls.crt does not verify against ca.crt for %s: %v", name, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{DNSName: "metrics.example", Roots: roots}); err == nil {
+		t.Errorf("tls.crt verifies for metrics.example, a name that is not the Service's")
+	}
+	return s
+}
+
+func parseCert(t *testing.T, data []byte) *x509.Certificate {
+	t.Helper()
+	block, rest := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" || len(bytes.TrimSpace(rest)) != 0 {
+		t.Fatalf("want one PEM certificate, got %q", data)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	must(t, err)
+	return cert
+}
+
+// TestChartMetricsCertificate renders each way metrics.certificate provides the metrics endpoint's
+// certificate, and checks that the operator serves it and the ServiceMonitor verifies it, or, with a
+// self-signed certificate, that the chart renders a ServiceMonitor that skips verifying only when told to.
+func TestChartMetricsCertificate(t *testing.T) {
+	monitored := func(metrics map[string]any) map[string]any {
+		sm := map[string]any{"enabled": true}
+		if v, ok := metrics["insecureSkipVerify"]; ok {
+			sm["insecureSkipVerify"] = v
+			delete(metrics, "insecureSkipVerify")
+		}
+		metrics["serviceMonitor"] = sm
+		return map[string]any{"metrics": metrics}
+	}
+
+	t.Run("chart: the default without cert-manager", func(t *testing.T) {
+		for name, values := range map[string]map[string]any{
+			"auto":  monitored(map[string]any{}),
+			"chart": monitored(map[string]any{"certificate": "chart"}),
+		} {
+			apis := map[string][]string{"auto": nil, "chart": {"cert-manager.io/v1"}}[name]
+			objs := renderChartWithAPIs(t, values, "ops", apis...)
+			svc := metricsService(t, objs)
+			s := chartCertSecret(t, objs, svc)
+			if s.Name != "cgo-consumergroup-operator-metrics-chart-cert" {
+				t.Errorf("%s: Secret %s", name, s.Name)
+			}
+			checkServesCertificate(t, objs, s.Name)
+			checkVerifies(t, serviceMonitor(t, objs), s.Name, svc)
+			for _, o := range objs {
+				if o.GetAPIVersion() == "cert-manager.io/v1" {
+					t.Errorf("%s: %s %s rendered without metrics.certificate: certManager", name, o.GetKind(), o.GetName())
+				}
+			}
+		}
+	})
+
+	t.Run("certManager", func(t *testing.T) {
+		for name, objs := range map[string][]*unstructured.Unstructured{
+			"auto, cert-manager served": renderChartWithAPIs(t, monitored(map[string]any{}), "ops", "cert-manager.io/v1"),
+			"asked for":                 renderChart(t, monitored(map[string]any{"certificate": "certManager"}), "ops"),
+		} {
+			t.Run(name, func(t *testing.T) {
+				svc := metricsService(t, objs)
+				secret := checkCertManagerChain(t, objs, svc)
+				if secret != "cgo-consumergroup-operator-metrics-cert" {
+					t.Errorf("the certificate's Secret is %s, want cgo-consumergroup-operator-metrics-cert", secret)
+				}
+				if n := len(find(objs, "Secret")); n != 0 {
+					t.Errorf("%d Secrets rendered: cert-manager writes the certificate's", n)
+				}
+				checkServesCertificate(t, objs, secret)
+				checkVerifies(t, serviceMonitor(t, objs), secret, svc)
+			})
+		}
+	})
+
+	t.Run("selfSigned", func(t *testing.T) {
+		_, err := renderChartManifest(monitored(map[string]any{"certificate": "selfSigned"}), "ops")
+		if err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.insecureSkipVerify: true") ||
+			!strings.Contains(err.Error(), "metrics.certificate") || !strings.Contains(err.Error(), "metrics.certSecret") {
+			t.Errorf("a ServiceMonitor for the self-signed certificate without insecureSkipVerify gave %v, want an error naming the values to set", err)
+		}
+
+		objs := renderChart(t, monitored(map[string]any{"certificate": "selfSigned", "insecureSkipVerify": true}), "ops")
+		checkNoGeneratedCertificate(t, objs)
+		if dep, c := container(t, objs); len(dep.Spec.Template.Spec.Volumes) != 0 || hasCertPath(c) {
+			t.Errorf("volumes %+v, args %q: want the operator's self-signed certificate", dep.Spec.Template.Spec.Volumes, c.Args)
+		}
+		sm := serviceMonitor(t, objs)
+		checkHTTPSEndpoint(t, sm, "metrics")
+		if tc := sm.Spec.Endpoints[0].TLSConfig; tc.InsecureSkipVerify == nil || !*tc.InsecureSkipVerify || tc.CA.Secret != nil || tc.ServerName != nil {
+			t.Errorf("ServiceMonitor TLS %+v, want insecureSkipVerify only", tc)
+		}
+
+		// Without a ServiceMonitor there is nothing to refuse.
+		checkNoGeneratedCertificate(t, renderChart(t, map[string]any{"metrics": map[string]any{"certificate": "selfSigned"}}, "ops"))
+	})
+
+	t.Run("insecureSkipVerify does not undo a verifiable certificate", func(t *testing.T) {
+		objs := renderChart(t, monitored(map[string]any{"insecureSkipVerify": true}), "ops")
+		checkVerifies(t, serviceMonitor(t, objs), chartCertSecret(t, objs, metricsService(t, objs)).Name, metricsService(t, objs))
+	})
+
+	t.Run("unknown", func(t *testing.T) {
+		_, err := renderChartManifest(map[string]any{"metrics": map[string]any{"certificate": "letsEncrypt"}}, "ops")
+		if err == nil || !strings.Contains(err.Error(), "metrics.certificate") {
+			t.Errorf("metrics.certificate: letsEncrypt gave %v, want an error naming metrics.certificate", err)
+		}
+	})
 }

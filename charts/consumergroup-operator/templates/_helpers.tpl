@@ -27,3 +27,43 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+metricsCertificate is where the metrics endpoint's certificate comes from: "" when there is no HTTPS
+endpoint, "certSecret" for the user's metrics.certSecret, else metrics.certificate with auto resolved:
+certManager, chart or selfSigned.
+*/}}
+{{- define "consumergroup-operator.metricsCertificate" -}}
+{{- $m := .Values.metrics -}}
+{{- $mode := $m.certificate | default "auto" -}}
+{{- if not (has $mode (list "auto" "certManager" "chart" "selfSigned")) -}}
+{{- fail (printf "metrics.certificate is %q: want auto, certManager, chart or selfSigned" $mode) -}}
+{{- end -}}
+{{- if and $m.enabled $m.secure -}}
+{{- if $m.certSecret -}}
+certSecret
+{{- else if eq $mode "auto" -}}
+{{- ternary "certManager" "chart" (.Capabilities.APIVersions.Has "cert-manager.io/v1") -}}
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* metricsCertSecret is the Secret the operator's metrics certificate is mounted from; "" for none. */}}
+{{- define "consumergroup-operator.metricsCertSecret" -}}
+{{- $mode := include "consumergroup-operator.metricsCertificate" . -}}
+{{- if eq $mode "certSecret" -}}
+{{- .Values.metrics.certSecret -}}
+{{- else if eq $mode "certManager" -}}
+{{- include "consumergroup-operator.fullname" . }}-metrics-cert
+{{- else if eq $mode "chart" -}}
+{{- include "consumergroup-operator.fullname" . }}-metrics-chart-cert
+{{- end -}}
+{{- end -}}
+
+{{/* metricsDNSNames are the metrics Service's names in the release namespace, which its certificate covers. */}}
+{{- define "consumergroup-operator.metricsDNSNames" -}}
+{{- $svc := printf "%s-metrics" (include "consumergroup-operator.fullname" .) -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toYaml -}}
+{{- end -}}
