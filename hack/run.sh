@@ -15,5 +15,11 @@ if [[ -n ${KUBECONFIG:-} || -f $config ]] && "$kubectl" cluster-info --request-t
 fi
 
 echo "No cluster answers at ${KUBECONFIG:-~/.kube/config}: running the operator on a local cluster."
-go build -o bin/localdev/localdev ./hack/localdev
+echo "Building the demo (bin/localdev/localdev) and the kubectl plugin (bin/kubectl-cg)"
+# Both builds share the packages they need through Go's build cache; run side by side they keep both
+# cores busy.
+go build -o bin/localdev/localdev ./hack/localdev &
+demo=$!
+go build -o bin/kubectl-cg ./cmd/kubectl-cg
+wait "$demo"
 exec env KUBEBUILDER_ASSETS="$assets" bin/localdev/localdev "$@"

@@ -1,8 +1,12 @@
 // Command localdev runs the operator on a cluster of its own, for `make run` on a machine without one. It
 // starts a whole cluster without a kubelet (internal/cluster: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, and kwok's nodes in three zones; hack/envtest-bins.sh builds them), installs the CRD,
-// applies the Sticky sample group `orders` and the Deployment `order-consumer` whose pods it selects, and
-// runs the operator's manager, exactly as main.go builds it.
+// starts a RocketMQ name-server stand-in (internal/rocketmqstandin, speaking the remoting protocol) that
+// serves the topic orders on two brokers, creates the ClusterNameServer `demo` naming it, applies the Sticky
+// group `orders` that discovers its queues from it and the Deployment `order-consumer` whose pods it
+// selects, and runs the operator's manager, exactly as main.go builds it. A small HTTP endpoint on the
+// loopback interface grows the topic on the stand-in (nameServerControl), so that the reader sees the group
+// follow a route change.
 //
 // kwok runs the pods but not their processes: for every pod it reports running, the demo runs what the
 // consumer process would, a pkg/member client that watches the pod's entry in the assignment and
@@ -53,7 +57,7 @@ import (
 func main() {
 	var (
 		assets    = flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS).")
-		sample    = flag.String("sample", "config/samples/messaging_v1alpha1_consumergroup_sticky.yaml", "ConsumerGroup to apply.")
+		sample    = flag.String("sample", "config/samples/demo/orders.yaml", "ConsumerGroup to apply; it may name the ClusterNameServer demo.")
 		namespace = flag.String("namespace", "demo", "Namespace of the group and its pods.")
 		consumers = flag.String("consumers", "config/samples/demo/order-consumer.yaml", "The workload whose pods the group selects (app=order-consumer).")
 		dir       = flag.String("dir", "bin/localdev", "Directory for the kubeconfig and the operator's log.")
@@ -103,6 +107,11 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 		return err
 	}
 	group := groupName(sample)
+	nsrv, controlURL, err := startNameServer(ctx, c, dir)
+	if err != nil {
+		return err
+	}
+	defer nsrv.Close()
 	metricsAddr, errs, err := startOperator(ctx, cl.Config)
 	if err != nil {
 		return err
@@ -122,7 +131,7 @@ func run(ctx context.Context, assets, sample, consumers, namespace, dir string) 
 			return err
 		}
 	}
-	printInstructions(logPath, cl, metricsAddr, assets, group)
+	printInstructions(logPath, cl, metricsAddr, assets, controlURL, group)
 
 	go show(ctx, cl.Config, kubectl, cl.Kubeconfig, namespace, group)
 	// Until ctx ends or the manager fails; then wait for the manager and the consumers to stop before the
@@ -192,23 +201,29 @@ func startOperator(ctx context.Context, cfg *rest.Config) (metricsAddr string, e
 	return metricsAddr, done, nil
 }
 
-// printInstructions tells the user where the operator's log and metrics are and what to try.
-func printInstructions(logPath string, cl *cluster.Cluster, metricsAddr, assets, group string) {
+// printInstructions tells the user where the operator's log and metrics are and what to try: kubectl from
+// the cluster's binaries and the kubectl-cg plugin that make run built into bin/ (hack/run.sh) are on the
+// PATH line it prints.
+func printInstructions(logPath string, cl *cluster.Cluster, metricsAddr, assets, controlURL, group string) {
 	fmt.Printf(`
 The operator is running (its log: %s). In another terminal:
 
 KUBECONFIG=%s
 metrics: http://%s/metrics (plain HTTP, on the loopback interface only; in a cluster the operator serves HTTPS to authorized scrapers, docs/metrics.md)
-  export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get cg -o wide
+  export KUBECONFIG=%s PATH=%s:%s:$PATH
+  kubectl cg describe %s                # who reads what, and the routes read from the name server
+  curl -sS -X PUT '%s/topics/orders?queues=8'   # grow the topic on the name server
+  kubectl get cg %s                     # within %ds: the grown topic's queues, over the same members
   kubectl get configmap %s -o yaml
   kubectl scale deployment/order-consumer --replicas=5
   kubectl rollout restart deployment/order-consumer
   kubectl drain %s --ignore-daemonsets
+  kubectl uncordon %s
   kubectl delete cg %s      # its ConfigMaps are garbage-collected
 
 Ctrl-C stops the operator and the cluster.
-`, logPath, cl.Kubeconfig, metricsAddr, cl.Kubeconfig, mustAbs(assets), protocol.AssignmentName(group), cl.Nodes[0], group)
+`, logPath, cl.Kubeconfig, metricsAddr, cl.Kubeconfig, mustAbs("bin"), mustAbs(assets), group, controlURL, group, demoRefreshSeconds,
+		protocol.AssignmentName(group), cl.Nodes[0], cl.Nodes[0], group)
 }
 
 // consumer is a pod's consumer process: a member client that acknowledges every assignment it is given.

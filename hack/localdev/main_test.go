@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,10 +29,11 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// TestDemo runs what `make run` runs without a cluster, and does what the README tells the reader to do
-// with kubectl: scale the Deployment to five, restart it, drain a node, and delete the group. After each
-// step every pod must hold its share of the sample's 12 queues, each queue exactly once; the deleted
-// group's ConfigMaps must be garbage-collected; at the end the demo must stop cleanly.
+// TestDemo runs what `make run` runs without a cluster, and runs the README's demo commands as written, in
+// its order: describe the group and the routes it discovered from the demo's name-server stand-in, grow the
+// topic on the stand-in, scale the Deployment to five, restart it, drain a node, and delete the group.
+// After each step every pod must hold its share of the topic's queues (12, then 16), each queue exactly
+// once; the deleted group's ConfigMaps must be garbage-collected; at the end the demo must stop cleanly.
 func TestDemo(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -58,7 +61,7 @@ func TestDemo(t *testing.T) {
 	})
 	go func() {
 		defer close(stopped)
-		done <- run(ctx, assets, filepath.Join("config", "samples", "messaging_v1alpha1_consumergroup_sticky.yaml"),
+		done <- run(ctx, assets, filepath.Join("config", "samples", "demo", "orders.yaml"),
 			filepath.Join("config", "samples", "demo", "order-consumer.yaml"), "demo", dir)
 	}()
 
@@ -87,25 +90,53 @@ func TestDemo(t *testing.T) {
 		t.Logf("kubectl %v:\n%s", args, out)
 		return string(out)
 	}
-	expectMembers(t, done, c, 3, "")
+	// The README's commands, run as written, in its order (readmeCommands); the checks between them are
+	// what the README says the reader sees.
+	readme := readmeCommands(t)
+	step := func(command string) string {
+		t.Helper()
+		if len(readme) == 0 || readme[0] != command {
+			t.Fatalf("the README's next demo command is %q; the test runs %q", readme, command)
+		}
+		readme = readme[1:]
+		if strings.HasPrefix(command, "curl ") {
+			return putControl(t, dir, command)
+		}
+		return kubectl(strings.Fields(command)[1:]...)
+	}
+	expectMembers(t, done, c, 3, "", 12)
+	// The group's queues come from the name server: two brokers of 6.
+	if out := step("kubectl cg describe orders"); !strings.Contains(out, "broker-a") || !strings.Contains(out, "broker-b") {
+		t.Errorf("kubectl cg describe orders shows no routes:\n%s", out)
+	}
+	checkRoutes(t, kubectl("cg", "describe", "orders", "-o", "json"), 6)
 
-	kubectl("scale", "deployment/order-consumer", "--replicas=5")
-	expectMembers(t, done, c, 5, "")
-	kubectl("rollout", "restart", "deployment/order-consumer")
+	// The topic grows on the name server: the group follows within its ClusterNameServer's refresh
+	// interval (10 s), with no edit of its spec.
+	grown := time.Now()
+	if out := step(`curl -sS -X PUT "$(cat bin/localdev/nameserver-control)/topics/orders?queues=8"`); !strings.Contains(out, `"queues":8`) {
+		t.Errorf("the control endpoint answered %s", out)
+	}
+	expectMembers(t, done, c, 3, "", 16)
+	t.Logf("the group assigned the grown topic's 16 queues %v after it grew", time.Since(grown).Round(100*time.Millisecond))
+	if queues := column(t, step("kubectl get cg orders"), "QUEUES"); queues != "16" {
+		t.Errorf("kubectl get cg orders shows %s queues, want 16", queues)
+	}
+	checkRoutes(t, kubectl("cg", "describe", "orders", "-o", "json"), 8)
+
+	step("kubectl scale deployment/order-consumer --replicas=5")
+	expectMembers(t, done, c, 5, "", 16)
+	step("kubectl rollout restart deployment/order-consumer")
 	kubectl("rollout", "status", "deployment/order-consumer", "--timeout=3m")
-	expectMembers(t, done, c, 5, "")
+	expectMembers(t, done, c, 5, "", 16)
 	// A rollout moves every queue anyway: once it settles, no more queues are read outside their broker's
 	// zone than a balanced plan of the new pods must.
 	waitFor(t, done, "cross-zone reads at the fewest balance allows", func() error {
 		return crossZoneAtMinimum(kubeconfig, assets, plugin)
 	})
-	kubectl("cg", "describe", "orders")
-	var pods corev1.PodList
-	testenv.Must(t, c.List(context.Background(), &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "order-consumer"}))
-	node := pods.Items[0].Spec.NodeName
-	kubectl("drain", node, "--ignore-daemonsets", "--timeout=3m")
-	expectMembers(t, done, c, 5, node)
-	kubectl("uncordon", node)
+	step("kubectl drain kwok-zone-a-0 --ignore-daemonsets")
+	expectMembers(t, done, c, 5, "kwok-zone-a-0", 16)
+	step("kubectl uncordon kwok-zone-a-0")
 
 	// The plugin answers who reads what, who reads one queue, and what scaling would move.
 	var cm corev1.ConfigMap
@@ -125,16 +156,16 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
-	// Sticky with maxSkew 0 from 5 members of 2 or 3 queues to 6 of 2 moves the fewest queues that keep as
+	// Sticky with maxSkew 0 from 5 members of 3 or 4 queues to 8 of 2 moves the fewest queues that keep as
 	// few outside their broker's zone as balance allows. How many that is depends on where the scheduler
-	// put the pods: 2 (the members of 3 each give one up) when that keeps the zones, one more for each queue
-	// a chain of moves keeps in its zone.
-	table := kubectl("cg", "plan", "orders", "--replicas", "6")
+	// put the pods: 6 (the members give up all they hold above 2) when that keeps the zones, one more for
+	// each queue a chain of moves keeps in its zone.
+	table := kubectl("cg", "plan", "orders", "--replicas", "8")
 	var planned struct {
 		Moved, MinLoad, MaxLoad, CrossZone, MinCrossZone int
 		Members                                          []struct{ Pod, Zone string }
 	}
-	if err := json.Unmarshal([]byte(kubectl("cg", "plan", "orders", "--replicas", "6", "-o", "json")), &planned); err != nil {
+	if err := json.Unmarshal([]byte(kubectl("cg", "plan", "orders", "--replicas", "8", "-o", "json")), &planned); err != nil {
 		t.Fatal(err)
 	}
 	zoneOf := map[string]string{}
@@ -147,16 +178,19 @@ func TestDemo(t *testing.T) {
 	}
 	brokerZones := map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"}
 	wantMoved, wantCross := fewestMoves(current, zoneOf, brokerZones, 2)
-	if len(planned.Members) != 6 || planned.MinLoad != 2 || planned.MaxLoad != 2 || planned.CrossZone != wantCross ||
+	if len(planned.Members) != 8 || planned.MinLoad != 2 || planned.MaxLoad != 2 || planned.CrossZone != wantCross ||
 		planned.MinCrossZone != wantCross || planned.Moved != wantMoved {
-		t.Errorf("kubectl cg plan orders --replicas 6 plans %+v; want 6 members of 2 queues, %d outside their zone, %d moved",
+		t.Errorf("kubectl cg plan orders --replicas 8 plans %+v; want 8 members of 2 queues, %d outside their zone, %d moved",
 			planned, wantCross, wantMoved)
 	}
-	if want := fmt.Sprintf("%d of 12 queues move; 6 members read 2 to 2 queues each", wantMoved); !strings.Contains(table, want) {
-		t.Errorf("kubectl cg plan orders --replicas 6 says:\n%s\nwant %q", table, want)
+	if want := fmt.Sprintf("%d of 16 queues move; 8 members read 2 to 2 queues each", wantMoved); !strings.Contains(table, want) {
+		t.Errorf("kubectl cg plan orders --replicas 8 says:\n%s\nwant %q", table, want)
 	}
 
-	kubectl("delete", "cg", "orders")
+	step("kubectl delete cg orders")
+	if len(readme) > 0 {
+		t.Errorf("the README's demo commands %q are not run", readme)
+	}
 	// The members' Leases belong to their pods as well, and go with them.
 	waitFor(t, done, "the group's ConfigMaps to be garbage-collected", func() error {
 		var cms corev1.ConfigMapList
@@ -180,6 +214,96 @@ func TestDemo(t *testing.T) {
 	}
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("the demo left its kubeconfig behind (stat: %v); it names a server that is gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, controlURLFile)); !os.IsNotExist(err) {
+		t.Errorf("the demo left its name server's control URL behind (stat: %v)", err)
+	}
+}
+
+// readmeCommands are the commands of the README's demo block (the sh block after <!-- demo-commands -->),
+// one a line, without their comments.
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, found := strings.Cut(string(data), "<!-- demo-commands -->\n```sh\n")
+	block, _, closed := strings.Cut(after, "```")
+	if !found || !closed {
+		t.Fatal("README.md has no sh block after <!-- demo-commands -->")
+	}
+	var out []string
+	for _, line := range strings.Split(block, "\n") {
+		if command, _, _ := strings.Cut(line, " #"); strings.TrimSpace(command) != "" {
+			out = append(out, strings.TrimSpace(command))
+		}
+	}
+	return out
+}
+
+// putControl does what the README's curl command does: a PUT to the path it names on the demo's control
+// endpoint, whose URL the demo wrote into dir (bin/localdev for make run). It returns the answer's body.
+func putControl(t *testing.T, dir, command string) string {
+	t.Helper()
+	const prefix = `curl -sS -X PUT "$(cat bin/localdev/nameserver-control)`
+	path, ok := strings.CutPrefix(command, prefix)
+	if !ok || !strings.HasSuffix(path, `"`) {
+		t.Fatalf("the README's curl command %q does not PUT to the control endpoint as %s...\"", command, prefix)
+	}
+	url, err := os.ReadFile(filepath.Join(dir, controlURLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPut, strings.TrimSpace(string(url))+strings.TrimSuffix(path, `"`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s: %s", command, res.Status, body)
+	}
+	t.Logf("%s:\n%s", command, body)
+	return string(body)
+}
+
+// column is the value in the named column of the first row of kubectl's table output.
+func column(t *testing.T, table, name string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("no row in:\n%s", table)
+	}
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	i := slices.Index(header, name)
+	if i < 0 || i >= len(row) {
+		t.Fatalf("no column %s in:\n%s", name, table)
+	}
+	return row[i]
+}
+
+// checkRoutes checks, in kubectl cg describe's JSON, that the group read its routes from a name server:
+// the topic orders on broker-a and broker-b, with queues queues each.
+func checkRoutes(t *testing.T, describeJSON string, queues int32) {
+	t.Helper()
+	var d struct {
+		NameServer string
+		Routes     []struct {
+			Topic, Broker string
+			Queues        int32
+		}
+	}
+	if err := json.Unmarshal([]byte(describeJSON), &d); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("[{orders broker-a %d} {orders broker-b %d}]", queues, queues)
+	if got := fmt.Sprint(d.Routes); d.NameServer == "" || got != want {
+		t.Errorf("kubectl cg describe shows routes %s from name server %q; want %s, read from the demo's name server", got, d.NameServer, want)
 	}
 }
 
@@ -310,11 +434,11 @@ func crossZoneAtMinimum(kubeconfig, assets, plugin string) error {
 }
 
 // expectMembers waits until exactly n order-consumer pods run, none of them on avoid (a drained node), the
-// ConfigMap has an entry for each of them and gives each of the group's 12 queues to exactly one, and the
-// group reports them all Ready members.
-func expectMembers(t *testing.T, done <-chan error, c client.Client, n int, avoid string) {
+// ConfigMap has an entry for each of them and gives each of the group's queues (as many as queues) to
+// exactly one, and the group reports them all Ready members.
+func expectMembers(t *testing.T, done <-chan error, c client.Client, n int, avoid string, queues int) {
 	t.Helper()
-	waitFor(t, done, fmt.Sprintf("%d members holding the 12 queues", n), func() error {
+	waitFor(t, done, fmt.Sprintf("%d members holding the %d queues", n, queues), func() error {
 		var pods corev1.PodList
 		if err := c.List(context.Background(), &pods, client.InNamespace("demo"), client.MatchingLabels{"app": "order-consumer"}); err != nil {
 			return err
@@ -357,8 +481,8 @@ func expectMembers(t *testing.T, done <-chan error, c client.Client, n int, avoi
 		if !slices.Equal(keys, want) {
 			return fmt.Errorf("ConfigMap keys %v", keys)
 		}
-		if len(owner) != 12 {
-			return fmt.Errorf("%d of the 12 queues have an owner", len(owner))
+		if len(owner) != queues {
+			return fmt.Errorf("%d queues have an owner, want %d", len(owner), queues)
 		}
 
 		var group v1alpha1.ConsumerGroup

@@ -64,6 +64,7 @@ type Handler func(req nameserver.Command, body []byte) (res nameserver.Command, 
 // NameServer is a running stand-in.
 type NameServer struct {
 	Addr string
+	ln   net.Listener
 
 	mu       sync.Mutex
 	routes   map[string][]Broker
@@ -99,25 +100,46 @@ func StartTLS(t testing.TB, config *tls.Config) *NameServer {
 
 func start(t testing.TB, config *tls.Config) *NameServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	n, err := Listen("127.0.0.1:0", config)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// Listen runs a stand-in on addr, speaking TLS with config when it is not nil, until Close. The tests use
+// Start; the local demo (hack/localdev) runs one for its group to discover its topic from.
+func Listen(addr string, config *tls.Config) (*NameServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
 	}
 	if config != nil {
 		ln = tls.NewListener(ln, config)
 	}
-	n := &NameServer{Addr: ln.Addr().String(), routes: map[string][]Broker{}, requests: map[string]int{}, conns: map[net.Conn]bool{},
+	n := &NameServer{Addr: ln.Addr().String(), ln: ln, routes: map[string][]Broker{}, requests: map[string]int{}, conns: map[net.Conn]bool{},
 		delay: DefaultDelay}
 	go n.accept(ln)
-	t.Cleanup(func() {
-		_ = ln.Close()
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for c := range n.conns {
-			_ = c.Close()
-		}
-	})
-	return n
+	return n, nil
+}
+
+// Close stops accepting connections and closes the open ones.
+func (n *NameServer) Close() {
+	_ = n.ln.Close()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.conns {
+		_ = c.Close()
+	}
+}
+
+// Topic is topic's route as the stand-in serves it, and whether it knows the topic.
+func (n *NameServer) Topic(topic string) ([]Broker, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	brokers, ok := n.routes[topic]
+	return append([]Broker(nil), brokers...), ok
 }
 
 // SetTopic sets topic's route to brokers.
