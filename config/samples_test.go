@@ -81,6 +81,21 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 // kustomization is the part of a kustomization.yaml the test checks.
 type kustomization struct {
 	Resources []string `json:"resources"`
+	Patches   []struct {
+		Path string `json:"path"`
+	} `json:"patches"`
+	Configurations []string `json:"configurations"`
+}
+
+// files are the files and folders k names.
+func (k kustomization) files() []string {
+	files := slices.Concat(k.Resources, k.Configurations)
+	for _, p := range k.Patches {
+		if p.Path != "" {
+			files = append(files, p.Path)
+		}
+	}
+	return files
 }
 
 func readKustomization(t *testing.T, dir string) kustomization {
@@ -251,15 +266,15 @@ var samplesLeftOut = map[string]string{
 	"messaging_v1alpha1_consumergroup_nameserver.yaml": "it reads RocketMQ name servers, which the local demo has not",
 }
 
-// TestKustomizationsListExistingFiles checks that every kustomization's resources exist, so that
-// kubectl apply -k never fails on a missing file.
+// TestKustomizationsListExistingFiles checks that every kustomization's resources, patches and
+// configurations exist, so that kubectl apply -k never fails on a missing file.
 func TestKustomizationsListExistingFiles(t *testing.T) {
-	for _, dir := range []string{"crd", "rbac", "manager", "admission", "default", "networkpolicy", "samples"} {
+	for _, dir := range []string{"crd", "rbac", "manager", "admission", "default", "networkpolicy", "certmanager", "samples"} {
 		k := readKustomization(t, dir)
 		if len(k.Resources) == 0 {
 			t.Errorf("%s/kustomization.yaml lists no resources", dir)
 		}
-		for _, r := range k.Resources {
+		for _, r := range k.files() {
 			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
 				t.Errorf("%s/kustomization.yaml: %v", dir, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -40,18 +41,20 @@ func TestApplyDryRun(t *testing.T) {
 	plain, err := kustomize(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
 	must(t, err)
 	sets := map[string][]*unstructured.Unstructured{
-		"chart, default values":     renderChart(t, nil, "consumergroup-system"),
-		"chart, non-default values": renderChart(t, nonDefaultValues, "ops"),
-		"dist/install.yaml":         decodeAll(t, install),
-		"config/default":            decodeAll(t, plain),
+		"chart, default values":                  renderChart(t, nil, "consumergroup-system"),
+		"chart, non-default values":              renderChart(t, nonDefaultValues, "ops"),
+		"chart, cert-manager served":             renderChartWithAPIs(t, nil, "consumergroup-system", "cert-manager.io/v1"),
+		"dist/install.yaml":                      decodeAll(t, install),
+		"config/default":                         decodeAll(t, plain),
+		"config/default with config/certmanager": renderWithCertManager(t),
 	}
 	for name, objs := range sets {
 		t.Run(name, func(t *testing.T) {
 			kinds := map[string]int{}
 			for _, o := range objs {
-				if o.GetAPIVersion() == "monitoring.coreos.com/v1" {
-					// No Prometheus Operator here to serve these; TestChartNonDefaults decodes them strictly
-					// into its Go types instead.
+				if o.GetAPIVersion() == "monitoring.coreos.com/v1" || o.GetAPIVersion() == "cert-manager.io/v1" {
+					// No Prometheus Operator nor cert-manager here to serve these; TestChartNonDefaults and
+					// checkCertManagerChain decode them strictly into Go types instead.
 					continue
 				}
 				err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll,
@@ -124,6 +127,49 @@ func TestInstallForReal(t *testing.T) {
 	}
 	waitImage(t, c, client.ObjectKey{Namespace: "helm-installed", Name: "cgo-consumergroup-operator-controller-manager"},
 		"registry.example/cg/consumergroup-operator:0.1.0")
+}
+
+// TestChartKeepsMetricsCertificate: helm install against a cluster without cert-manager generates the
+// metrics certificate (metrics.certificate: auto, so chart), and helm upgrade keeps it, reading it back
+// with lookup, so the CA Prometheus verifies against does not change under it.
+func TestChartKeepsMetricsCertificate(t *testing.T) {
+	c, kubeconfig := startAPIServer(t)
+	ctx := context.Background()
+	settings := cli.New()
+	settings.KubeConfig = kubeconfig
+	var hc action.Configuration
+	must(t, hc.Init(settings.RESTClientGetter(), "ops", "secret", t.Logf))
+	ch, err := loader.LoadDir(chartDir)
+	must(t, err)
+	inst := action.NewInstall(&hc)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "cgo", "ops", true
+	if _, err := inst.Run(ch, nil); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	key := client.ObjectKey{Namespace: "ops", Name: "cgo-consumergroup-operator-metrics-chart-cert"}
+	var installed corev1.Secret
+	must(t, c.Get(ctx, key, &installed))
+
+	up := action.NewUpgrade(&hc)
+	up.Namespace = "ops"
+	if _, err := up.Run("cgo", ch, map[string]any{"replicas": 3}); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	var upgraded corev1.Secret
+	must(t, c.Get(ctx, key, &upgraded))
+	if !reflect.DeepEqual(upgraded.Data, installed.Data) {
+		t.Errorf("helm upgrade replaced the metrics certificate the install generated")
+	}
+	var dep appsv1.Deployment
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: "ops", Name: "cgo-consumergroup-operator-controller-manager"}, &dep))
+	if *dep.Spec.Replicas != 3 {
+		t.Errorf("the upgrade left %d replicas, want 3: did it run?", *dep.Spec.Replicas)
+	}
+	// A render that cannot read the cluster (helm template) generates another: lookup is what kept it.
+	objs := renderChart(t, nil, "ops")
+	if s := chartCertSecret(t, objs, metricsService(t, objs)); reflect.DeepEqual(s.Data, installed.Data) {
+		t.Errorf("a render without the cluster gave the installed certificate")
+	}
 }
 
 // waitImage waits until the Deployment key exists and runs image.

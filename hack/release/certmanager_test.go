@@ -184,17 +184,7 @@ func checkVerifies(t *testing.T, sm monitoringv1.ServiceMonitor, secret string, 
 // config/prometheus/servicemonitor.yaml verifies it with that Secret's CA; without it config/default
 // serves a self-signed certificate, which only servicemonitor-insecure.yaml scrapes.
 func TestConfigCertManager(t *testing.T) {
-	fsys, err := configInMemory(root)
-	must(t, err)
-	must(t, fsys.WriteFile("/with-certmanager/kustomization.yaml", []byte("resources:\n  - ../config/default\n")))
-	def, err := fsys.ReadFile("/config/default/kustomization.yaml")
-	must(t, err)
-	def = append(def, []byte("components:\n  - ../certmanager\n")...)
-	must(t, fsys.WriteFile("/config/default/kustomization.yaml", def))
-	out, err := kustomize(fsys, "/with-certmanager")
-	must(t, err)
-	objs := decodeAll(t, out)
-
+	objs := renderWithCertManager(t)
 	svc := metricsService(t, objs)
 	secret := checkCertManagerChain(t, objs, svc)
 	checkServesCertificate(t, objs, secret)
@@ -223,6 +213,21 @@ func TestConfigCertManager(t *testing.T) {
 	if !reflect.DeepEqual(verified, insecure) {
 		t.Errorf("servicemonitor-insecure.yaml differs from servicemonitor.yaml in more than its TLS config:\n%+v\n%+v", insecure, verified)
 	}
+}
+
+// renderWithCertManager renders config/default with config/certmanager added as its kustomization says.
+func renderWithCertManager(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	fsys, err := configInMemory(root)
+	must(t, err)
+	must(t, fsys.WriteFile("/with-certmanager/kustomization.yaml", []byte("resources:\n  - ../config/default\n")))
+	def, err := fsys.ReadFile("/config/default/kustomization.yaml")
+	must(t, err)
+	def = append(def, []byte("components:\n  - ../certmanager\n")...)
+	must(t, fsys.WriteFile("/config/default/kustomization.yaml", def))
+	out, err := kustomize(fsys, "/with-certmanager")
+	must(t, err)
+	return decodeAll(t, out)
 }
 
 // metricsService is objs' one Service.
