@@ -76,3 +76,35 @@ func TestDescribeRoutes(t *testing.T) {
 		t.Error("who-has does not read the discovered queues")
 	}
 }
+
+// TestPlanMoveCounts: a1 (zone-a) reads a0 and b0, b1 (zone-b) reads b1 and a1; a plan that swaps b0 and
+// a1 home moves 2 queues where balance needs none, and says so.
+func TestPlanMoveCounts(t *testing.T) {
+	q := func(b string, id int32) allocate.Queue { return allocate.Queue{Topic: "orders", Broker: b, ID: id} }
+	pv := &controllers.Preview{
+		Queues:      []allocate.Queue{q("broker-a", 0), q("broker-a", 1), q("broker-b", 0), q("broker-b", 1)},
+		BrokerZones: map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"},
+		Members: []controllers.PreviewMember{
+			{Member: allocate.Member{ID: "10.0.0.1@a1", Zone: "zone-a", Weight: 1}, Pod: "a1"},
+			{Member: allocate.Member{ID: "10.0.0.2@b1", Zone: "zone-b", Weight: 1}, Pod: "b1"},
+		},
+		Current: map[string][]allocate.Queue{"a1": {q("broker-a", 0), q("broker-b", 0)}, "b1": {q("broker-b", 1), q("broker-a", 1)}},
+		Target:  map[string][]allocate.Queue{"a1": {q("broker-a", 0), q("broker-a", 1)}, "b1": {q("broker-b", 0), q("broker-b", 1)}},
+	}
+	g := &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "orders"}}
+	p := plan(g, pv, "as it is")
+	if p.Moved != 2 || p.BalanceMoves != 0 || p.LocalityMoves != 2 {
+		t.Fatalf("%d moved, %d balance and %d locality moves; want 2, 0 and 2", p.Moved, p.BalanceMoves, p.LocalityMoves)
+	}
+	var b bytes.Buffer
+	if err := p.table(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "2 of 4 queues move (2 beyond the 0 balance needs)"; !strings.Contains(b.String(), want) {
+		t.Errorf("plan's table lacks %q:\n%s", want, b.String())
+	}
+	pv.Target = pv.Current
+	if p := plan(g, pv, "as it is"); p.Moved != 0 || p.BalanceMoves != 0 || p.LocalityMoves != 0 {
+		t.Errorf("nothing moves, yet %d moved, %d balance and %d locality moves", p.Moved, p.BalanceMoves, p.LocalityMoves)
+	}
+}

@@ -34,6 +34,11 @@ type Plan struct {
 	// Moved counts the queues that change reader; Queues the queues in all.
 	Moved  int `json:"moved"`
 	Queues int `json:"queues"`
+	// BalanceMoves and LocalityMoves split the moves from a member that stays to another member
+	// (allocate.CountMoves): the fewest any balanced plan needs, and those beyond, which Sticky makes only
+	// to read fewer queues across zones. Queues nobody reads now, or whose reader leaves, are in neither.
+	BalanceMoves  int `json:"balanceMoves"`
+	LocalityMoves int `json:"localityMoves"`
 	// Members are the members after the change, with the queues each would read.
 	Members []PlannedMember `json:"members"`
 	// MinLoad and MaxLoad are the fewest and most queues a member would read; CrossZone the queues read
@@ -268,9 +273,15 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 		p.MaxLoad = max(p.MaxLoad, len(qs))
 	}
 	members := make([]allocate.Member, len(pv.Members))
+	current := allocate.Plan{}
 	for i, m := range pv.Members {
 		members[i] = m.Member
+		if qs, ok := pv.Current[m.Pod]; ok {
+			current[m.ID] = qs
+		}
 	}
+	moves := allocate.CountMoves(allocate.Input{Queues: pv.Queues, Members: members, Previous: current}, plan)
+	p.BalanceMoves, p.LocalityMoves = moves.Balance, moves.Locality
 	// A queue whose broker has no zone counts as outside it; without any zone, the count says nothing.
 	for _, z := range pv.BrokerZones {
 		if z != "" {
@@ -293,8 +304,12 @@ func (p Plan) table(w io.Writer) error {
 	if p.Zoned {
 		zones = fmt.Sprintf("; %d queues read outside their broker's zone (fewest balance allows: %d)", p.CrossZone, p.MinCrossZone)
 	}
-	tw.printf("ConsumerGroup %s/%s (%s): %d of %d queues move; %d members read %d to %d queues each%s\n\n",
-		p.Namespace, p.Group, p.Change, p.Moved, p.Queues, len(p.Members), p.MinLoad, p.MaxLoad, zones)
+	beyond := ""
+	if p.LocalityMoves > 0 {
+		beyond = fmt.Sprintf(" (%d beyond the %d balance needs)", p.LocalityMoves, p.BalanceMoves)
+	}
+	tw.printf("ConsumerGroup %s/%s (%s): %d of %d queues move%s; %d members read %d to %d queues each%s\n\n",
+		p.Namespace, p.Group, p.Change, p.Moved, p.Queues, beyond, len(p.Members), p.MinLoad, p.MaxLoad, zones)
 	if len(p.Moves) > 0 {
 		tw.printf("QUEUE\tFROM\tTO\n")
 		for _, m := range p.Moves {
