@@ -44,19 +44,50 @@ done
 tmp=$(mktemp -d "$cache/k8s/.build-XXXXXX")
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-build() {
-  echo "building $1 ($2) into $dir" >&2
-  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$1" "$2")
+# progress NAME TOTAL passes go build -v's output through: it counts the package lines (import paths,
+# printed as each is compiled) and says every 250 how far NAME has got; anything else (errors) is passed on.
+progress() {
+  awk -v name="$1" -v total="$2" '
+    /^[^ :#]+$/ { n++; if (n % 250 == 0) { printf "  %s: %d of at most %d packages compiled\n", name, n, total > "/dev/stderr"; fflush("/dev/stderr") } ; next }
+    { print > "/dev/stderr" }'
 }
-build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-build kubectl k8s.io/kubernetes/cmd/kubectl
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
-build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+# build NAME DIR OUT PACKAGES... builds PACKAGES of the module in DIR into OUT (a file, or a directory
+# ending in / for several), with a progress line now and then.
+build() {
+  local name=$1 moddir=$2 out=$3
+  shift 3
+  local total
+  total=$(cd "$moddir" && go list -deps "$@" | wc -l)
+  echo "building $name into $dir ($total packages at most; the Go build cache skips those built before)" >&2
+  (cd "$moddir" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$out" "$@" 2>&1 | progress "$name" "$total")
+  echo "built $name" >&2
+}
+# The three builds run side by side: each one's single-threaded phases (linking, a package every other
+# one waits for) leave a core free for the others. The four Kubernetes commands are one build, so the
+# packages they share are compiled once and linked four times in parallel.
+build "kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes v$version)" "$mod" "$tmp/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kubectl &
+k8s=$!
+build etcd "$mod" "$tmp/etcd" go.etcd.io/etcd/server/v3 &
+etcd=$!
 # kwok's stages (how nodes and pods move through their lives) ship in its module: the cluster uses its
-# fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary.
-echo "building kwok (sigs.k8s.io/kwok $kwok_version) into $dir" >&2
-(cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version")
+# fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary. go install
+# with a version builds kwok with its own module's requirements, apart from Kubernetes' pins.
+(
+  echo "building kwok (sigs.k8s.io/kwok $kwok_version) into $dir" >&2
+  cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+  echo "built kwok" >&2
+) &
+kwok=$!
+failed=0
+for pid in "$k8s" "$etcd" "$kwok"; do
+  wait "$pid" || failed=1
+done
+if (( failed )); then
+  echo "building the cluster's binaries failed (above)" >&2
+  exit 1
+fi
 src=$(cd "$tmp" && go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
   pod/general/pod-create.yaml pod/general/pod-init-container-running.yaml
