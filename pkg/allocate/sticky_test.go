@@ -731,13 +731,14 @@ func TestStickyMovesTheLowerBoundWithoutZones(t *testing.T) {
 func TestStickyLocalityMoves(t *testing.T) {
 	st := mustSticky(t, 0).(*sticky)
 	var steps, withLocality, locality, saved int
+	var chains, paidChains, dearChains int // chains applied; those with moves; those with more moves than reads saved
 	for seed := range uint64(100) {
 		w := newStickyWorld(4000 + seed)
 		var prev Plan
 		for range 60 {
 			w.step()
 			in := w.input(prev)
-			plan, chains, err := st.allocate(in)
+			plan, applied, err := st.allocate(in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -750,21 +751,28 @@ func TestStickyLocalityMoves(t *testing.T) {
 				t.Fatalf("seed %d: %d locality moves, above the budget of %d", w.seed, c.Locality, DefaultZoneRepairMoves)
 			}
 			chainMoves, chainSaved := 0, 0
-			for _, ch := range chains {
+			for _, ch := range applied {
 				if ch.saved < 1 {
 					t.Fatalf("seed %d: a chain of %d moves saved %d cross-zone reads", w.seed, ch.moves, ch.saved)
 				}
 				chainMoves += ch.moves
 				chainSaved += ch.saved
+				chains++
+				if ch.moves > 0 {
+					paidChains++
+				}
+				if ch.moves > ch.saved {
+					dearChains++
+				}
 			}
 			if chainMoves != c.Locality {
 				t.Fatalf("seed %d: %d locality moves, but the chains applied add %d", w.seed, c.Locality, chainMoves)
 			}
 			steps++
+			saved += chainSaved
 			if c.Locality > 0 {
 				withLocality++
 				locality += c.Locality
-				saved += chainSaved
 			}
 			prev, _ = stickySettle(t, st, in, plan, DefaultZoneRepairMoves)
 			if got, want := CrossZone(in, prev), MinCrossZone(in); got != want {
@@ -772,5 +780,6 @@ func TestStickyLocalityMoves(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d steps; %d with locality moves, %d of them in all, saving %d cross-zone reads", steps, withLocality, locality, saved)
+	t.Logf("%d steps, %d with locality moves, %d of them in all; %d chains (%d with moves, %d with more moves than reads saved) saved %d cross-zone reads",
+		steps, withLocality, locality, chains, paidChains, dearChains, saved)
 }
