@@ -41,6 +41,10 @@ func TestBuiltinScenariosSticky(t *testing.T) {
 					continue
 				}
 				checkStickyStep(t, sc.Name+"/"+out.Labels[i], s)
+				// During a rollout the plan itself, not only the settled one, stays at the cross-zone minimum.
+				if strings.HasPrefix(sc.Name, "rollout-") && s.CrossZone != s.MinCrossZone {
+					t.Errorf("%s/%s: Sticky reads %d queues across zones, the minimum is %d", sc.Name, out.Labels[i], s.CrossZone, s.MinCrossZone)
+				}
 				if s.MinLoad == 0 && len(sc.Steps[i].Members) > 0 {
 					fewerQueuesThanMembers = true
 				}
