@@ -92,19 +92,30 @@ func TestPlanMoveCounts(t *testing.T) {
 		Target:  map[string][]allocate.Queue{"a1": {q("broker-a", 0), q("broker-a", 1)}, "b1": {q("broker-b", 0), q("broker-b", 1)}},
 	}
 	g := &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "orders"}}
+	g.Spec.Strategy.Type = v1alpha1.Sticky
 	p := plan(g, pv, "as it is")
-	if p.Moved != 2 || p.BalanceMoves != 0 || p.LocalityMoves != 2 {
-		t.Fatalf("%d moved, %d balance and %d locality moves; want 2, 0 and 2", p.Moved, p.BalanceMoves, p.LocalityMoves)
+	if p.Moved != 2 || p.BalanceMoves == nil || *p.BalanceMoves != 0 || *p.LocalityMoves != 2 {
+		t.Fatalf("%d moved, %v balance and %v locality moves; want 2, 0 and 2", p.Moved, p.BalanceMoves, p.LocalityMoves)
 	}
 	var b bytes.Buffer
 	if err := p.table(&b); err != nil {
 		t.Fatal(err)
 	}
-	if want := "2 of 4 queues move (2 beyond the 0 balance needs)"; !strings.Contains(b.String(), want) {
+	if want := "2 of 4 queues move (2 beyond the 0 balance needs, for locality)"; !strings.Contains(b.String(), want) {
 		t.Errorf("plan's table lacks %q:\n%s", want, b.String())
 	}
+	// Another strategy's moves beyond the bound are not locality moves: no split.
+	g.Spec.Strategy.Type = v1alpha1.Averagely
+	if p := plan(g, pv, "as it is"); p.BalanceMoves != nil || p.LocalityMoves != nil {
+		t.Errorf("Averagely: %v balance and %v locality moves, want neither", *p.BalanceMoves, *p.LocalityMoves)
+	}
+	g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{BalanceBy: v1alpha1.BalanceByLoad}}
+	if p := plan(g, pv, "as it is"); p.BalanceMoves != nil {
+		t.Errorf("Sticky by load: %v balance moves, want no split", *p.BalanceMoves)
+	}
+	g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky}
 	pv.Target = pv.Current
-	if p := plan(g, pv, "as it is"); p.Moved != 0 || p.BalanceMoves != 0 || p.LocalityMoves != 0 {
-		t.Errorf("nothing moves, yet %d moved, %d balance and %d locality moves", p.Moved, p.BalanceMoves, p.LocalityMoves)
+	if p := plan(g, pv, "as it is"); p.Moved != 0 || *p.BalanceMoves != 0 || *p.LocalityMoves != 0 {
+		t.Errorf("nothing moves, yet %d moved, %d balance and %d locality moves", p.Moved, *p.BalanceMoves, *p.LocalityMoves)
 	}
 }

@@ -35,10 +35,12 @@ type Plan struct {
 	Moved  int `json:"moved"`
 	Queues int `json:"queues"`
 	// BalanceMoves and LocalityMoves split the moves from a member that stays to another member
-	// (allocate.CountMoves): the fewest any balanced plan needs, and those beyond, which Sticky makes only
-	// to read fewer queues across zones. Queues nobody reads now, or whose reader leaves, are in neither.
-	BalanceMoves  int `json:"balanceMoves"`
-	LocalityMoves int `json:"localityMoves"`
+	// (allocate.CountMoves): the fewest any balanced plan needs, and those beyond, which Sticky balancing
+	// by queue count makes only to read fewer queues across zones. Queues nobody reads now, or whose
+	// reader leaves, are in neither. Set for that strategy only: another's moves beyond the bound are not
+	// locality moves.
+	BalanceMoves  *int `json:"balanceMoves,omitempty"`
+	LocalityMoves *int `json:"localityMoves,omitempty"`
 	// Members are the members after the change, with the queues each would read.
 	Members []PlannedMember `json:"members"`
 	// MinLoad and MaxLoad are the fewest and most queues a member would read; CrossZone the queues read
@@ -280,8 +282,10 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 			current[m.ID] = qs
 		}
 	}
-	moves := allocate.CountMoves(allocate.Input{Queues: pv.Queues, Members: members, Previous: current}, plan)
-	p.BalanceMoves, p.LocalityMoves = moves.Balance, moves.Locality
+	if stickyByCount(g) {
+		moves := allocate.CountMoves(allocate.Input{Queues: pv.Queues, Members: members, Previous: current}, plan)
+		p.BalanceMoves, p.LocalityMoves = &moves.Balance, &moves.Locality
+	}
 	// A queue whose broker has no zone counts as outside it; without any zone, the count says nothing.
 	for _, z := range pv.BrokerZones {
 		if z != "" {
@@ -292,6 +296,13 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 		}
 	}
 	return p
+}
+
+// stickyByCount reports whether g's strategy is Sticky balancing by queue count, whose moves beyond the
+// lower bound are all locality moves.
+func stickyByCount(g *v1alpha1.ConsumerGroup) bool {
+	s := g.Spec.Strategy
+	return s.Type == v1alpha1.Sticky && (s.Sticky == nil || s.Sticky.BalanceBy != v1alpha1.BalanceByLoad)
 }
 
 func (p Plan) table(w io.Writer) error {
@@ -305,8 +316,8 @@ func (p Plan) table(w io.Writer) error {
 		zones = fmt.Sprintf("; %d queues read outside their broker's zone (fewest balance allows: %d)", p.CrossZone, p.MinCrossZone)
 	}
 	beyond := ""
-	if p.LocalityMoves > 0 {
-		beyond = fmt.Sprintf(" (%d beyond the %d balance needs)", p.LocalityMoves, p.BalanceMoves)
+	if p.LocalityMoves != nil && *p.LocalityMoves > 0 {
+		beyond = fmt.Sprintf(" (%d beyond the %d balance needs, for locality)", *p.LocalityMoves, *p.BalanceMoves)
 	}
 	tw.printf("ConsumerGroup %s/%s (%s): %d of %d queues move%s; %d members read %d to %d queues each%s\n\n",
 		p.Namespace, p.Group, p.Change, p.Moved, p.Queues, beyond, len(p.Members), p.MinLoad, p.MaxLoad, zones)
