@@ -356,6 +356,16 @@ func TestChartMetricsCertificate(t *testing.T) {
 		checkVerifies(t, serviceMonitor(t, objs), chartCertSecret(t, objs, metricsService(t, objs)).Name, metricsService(t, objs))
 	})
 
+	t.Run("metrics off", func(t *testing.T) {
+		for _, apis := range [][]string{nil, {"cert-manager.io/v1"}} {
+			objs := renderChartWithAPIs(t, map[string]any{"metrics": map[string]any{"enabled": false}}, "ops", apis...)
+			checkNoGeneratedCertificate(t, objs)
+			if dep, c := container(t, objs); len(dep.Spec.Template.Spec.Volumes) != 0 || hasCertPath(c) {
+				t.Errorf("metrics off, with volumes %+v, args %q", dep.Spec.Template.Spec.Volumes, c.Args)
+			}
+		}
+	})
+
 	t.Run("unknown", func(t *testing.T) {
 		_, err := renderChartManifest(map[string]any{"metrics": map[string]any{"certificate": "letsEncrypt"}}, "ops")
 		if err == nil || !strings.Contains(err.Error(), "metrics.certificate") {
