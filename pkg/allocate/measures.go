@@ -234,8 +234,8 @@ func WithinLoadAim(loads map[string]MemberLoad, tol float64) bool {
 
 // WithinLoadTolerance reports whether a plan leaves Sticky balancing by load with tolerance tol no reason
 // to move a queue: every member carries at most its Aim(tol), and no member holds nothing while
-// (1-tol) times its Achievable share is above 0. A member that holds queues is never moved up to a lower
-// tolerance; only an idle one is. loads are the members' loads under the plan (MemberLoads).
+// (1-tol) times its Achievable share is above 0. A member that holds queues is never pulled up to the
+// lower tolerance; only an idle one is. loads are the members' loads under the plan (MemberLoads).
 func WithinLoadTolerance(loads map[string]MemberLoad, tol float64) bool {
 	for _, ml := range loads {
 		if ml.Queues == 0 && (1-tol)*ml.Achievable > 0 {
@@ -350,7 +350,7 @@ type MoveCounts struct {
 }
 
 // CountMoves splits Moved(in.Previous, plan) into the balance moves and the locality moves beyond them
-// (MoveCounts), as hack/simulate, `kubectl cg plan` and the metrics report them.
+// (MoveCounts), as hack/simulate and `kubectl cg plan` report them.
 func CountMoves(in Input, plan Plan) MoveCounts {
 	moved := Moved(in.Previous, plan)
 	balance := min(moved, LowerBound(in))
