@@ -15,7 +15,9 @@ import (
 //  3. minimal movement: a member keeps min(previous, quota) of the queues it held; only the excess moves.
 //     Among the quota choices rule 2 allows (who gets the ceil), the one that moves least is taken, so the
 //     number of moved queues equals the lower bound sum_i max(0, previous_i - quota_i) minimised over
-//     quotas;
+//     quotas (LowerBound): these are the balance moves. The locality repair (sticky_zones.go) may add up to
+//     repairMoves locality moves, each in a chain that lowers the cross-zone count; with no zones it adds
+//     none (CountMoves splits a plan's moves the same way);
 //  4. locality: an over-quota member gives up cross-zone queues first, and freed or new queues go to
 //     members below quota in the broker's zone first. With MaxSkew > 0 a member may hold up to MaxSkew
 //     queues more than its quota to avoid a cross-zone placement, and no member falls more than MaxSkew
