@@ -19,6 +19,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // restartTemplate changes a pod template as `kubectl rollout restart` does.
@@ -94,6 +95,63 @@ func TestDeploymentRolloutRestart(t *testing.T) {
 	}
 	t.Logf("rollout restart of %d pods: %s; longest time a queue had no reader: %s; %d generations published; %.1f operator writes per replaced pod; %d holdings",
 		replicas, rollout.Round(time.Millisecond), f.own.LongestGap().Round(time.Millisecond), gens, float64(writes)/replicas, f.own.Holdings())
+}
+
+// TestRolloutWithAssignmentDeleted restarts a 12-replica Deployment, as TestDeploymentRolloutRestart
+// does, and deletes the group's assignment ConfigMaps six times, about 2 s apart, while the old pods
+// drain: each time the operator has lost what it published, revocations included, and must publish again
+// from what the members claim. No queue may be read by two members, as their own records tell. How long a
+// queue went unread is logged, with the queue and its readers: each deletion starts a recovery, in which
+// a queue nobody claims waits until every incarnation whose claim stands has acknowledged the recovery or
+// its promise has run out (docs/protocol.md, "When what the operator wrote is lost"), so one released
+// before the deletions may wait from its release until a promise after the last one.
+func TestRolloutWithAssignmentDeleted(t *testing.T) {
+	const app, replicas, queues, deletions = "ledger", 12, 60, 6
+	ns := namespace(t)
+	f := runFleet(t, ns, app, app)
+	testenv.Must(t, admin.Create(context.Background(), group(ns, app, queues)))
+	dep := deployment(ns, app, replicas)
+	testenv.Must(t, admin.Create(context.Background(), dep))
+	settled(t, ns, app, replicas, 2*time.Minute, f)
+
+	start := time.Now()
+	restartTemplate(t, dep)
+	deleted := 0
+	for deleted < deletions {
+		// Once the operator has published again (and the rollout has had time to move on), delete
+		// everything it published.
+		var cms corev1.ConfigMapList
+		testenv.Poll(t, time.Minute, 100*time.Millisecond, nil, func() error {
+			testenv.Must(t, admin.List(context.Background(), &cms, client.InNamespace(ns), client.MatchingLabels{protocol.GroupLabel: app}))
+			if len(cms.Items) == 0 {
+				return fmt.Errorf("not published again yet")
+			}
+			return nil
+		})
+		time.Sleep(2 * time.Second)
+		for i := range cms.Items {
+			if err := admin.Delete(context.Background(), &cms.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+		deleted++
+		t.Logf("%v (%s): deleted the assignment's %d ConfigMaps (%d of %d)", time.Since(start).Round(time.Millisecond),
+			time.Now().Format("15:04:05.000"), len(cms.Items), deleted, deletions)
+	}
+	testenv.Poll(t, 3*time.Minute, 100*time.Millisecond, nil, func() error {
+		testenv.Must(t, admin.Get(context.Background(), client.ObjectKeyFromObject(dep), dep))
+		s := dep.Status
+		if s.ObservedGeneration < dep.Generation || s.UpdatedReplicas != replicas || s.Replicas != replicas || s.AvailableReplicas != replicas {
+			return fmt.Errorf("rollout: %+v", s)
+		}
+		return nil
+	})
+	settled(t, ns, app, replicas, 2*time.Minute, f)
+	f.checkNoDoubleReaders(t)
+	g := f.own.Longest()
+	t.Logf("rollout restart of %d pods with the assignment deleted %d times: %s; %d holdings; longest time a queue had no reader: %s (%v to %v after the restart)",
+		replicas, deletions, time.Since(start).Round(time.Millisecond), f.own.Holdings(), g, g.From.Sub(start).Round(time.Millisecond),
+		g.To.Sub(start).Round(time.Millisecond))
 }
 
 // TestStatefulSetRollingUpdate updates a StatefulSet whose group keeps a departed member's queues for it
