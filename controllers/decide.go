@@ -62,12 +62,14 @@ type assignment struct {
 }
 
 // rebalance is what publishing a new generation changed: moved counts the queues that change reader,
-// movedLoad their reported load (0 when nobody reports load). The zero value is a pass that publishes no
-// new generation.
+// beyondBound those of them beyond the fewest a plan balanced by queue count must move
+// (allocate.LowerBound, allocate.CountMoves), movedLoad their reported load (0 when nobody reports load).
+// The zero value is a pass that publishes no new generation.
 type rebalance struct {
-	published bool
-	moved     int
-	movedLoad float64
+	published   bool
+	moved       int
+	beyondBound int
+	movedLoad   float64
 }
 
 // handoffReport is what the handoff of a pass reports: the revocations it fenced, the queues withheld
@@ -669,6 +671,16 @@ func (dc *decider) countMoves(revoked []allocate.Queue) rebalance {
 		after[m.ID] = dc.entries[m.Pod]
 	}
 	r := rebalance{published: true, moved: allocate.Moved(before, after) + len(revoked)}
+	if r.moved > 0 && dc.group.Spec.MessageModel != v1alpha1.Broadcasting {
+		// The queues revoked now are the moves of the target (they reach their new readers in a later
+		// generation), so the split is the target's: Sticky by count moves beyond the bound only to keep
+		// queues in their broker's zone.
+		members := make([]allocate.Member, len(dc.d.report.members))
+		for i, m := range dc.d.report.members {
+			members[i] = m.Member
+		}
+		r.beyondBound = r.moved - min(r.moved, allocate.LowerBound(allocate.Input{Queues: dc.queues, Members: members, Previous: before}))
+	}
 	if loads := dc.queueLoads(); loads != nil {
 		r.movedLoad = allocate.MovedLoad(before, after, loads)
 		for _, q := range revoked {

@@ -23,7 +23,9 @@ var (
 	rebalancesTotal = groupCounter("consumergroup_rebalances_total",
 		"Assignment generations published, by reason: spec (the spec changed), membership (members came or went), handoff (a revoked queue was granted, or another step of a handoff), recovery (what the operator wrote was deleted or edited).",
 		"reason")
-	movedTotal     = groupCounter("consumergroup_queues_moved_total", "Queues that changed reader.")
+	movedTotal            = groupCounter("consumergroup_queues_moved_total", "Queues that changed reader.")
+	movedBeyondBoundTotal = groupCounter("consumergroup_queues_moved_beyond_bound_total",
+		"Queues that changed reader beyond the fewest a plan balanced by queue count must move: with Sticky by count, its locality moves, which keep queues in their broker's zone. The balance moves are consumergroup_queues_moved_total minus these.")
 	movedLoadTotal = groupCounter("consumergroup_load_moved_total", "Reported load of the queues that changed reader (a queue nobody reports counting at the mean).")
 	handoffSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "consumergroup_handoff_duration_seconds",
@@ -46,7 +48,7 @@ var (
 		prometheus.Collector
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, movedLoadTotal, handoffSeconds,
+		membersGauge, queuesGauge, unownedGauge, generationGauge, rebalancesTotal, movedTotal, movedBeyondBoundTotal, movedLoadTotal, handoffSeconds,
 		fencedTotal, imbalanceGauge, crossZoneGauge, minCrossZone, bytesGauge, conditionGauge, recommendedGauge, loadGauge,
 	}
 )
@@ -94,6 +96,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 		return
 	}
 	movedTotal.With(l).Add(float64(d.report.rebalance.moved))
+	movedBeyondBoundTotal.With(l).Add(float64(d.report.rebalance.beyondBound))
 	movedLoadTotal.With(l).Add(d.report.rebalance.movedLoad)
 	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
 	m.recordHandoffs(l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
@@ -42,6 +43,7 @@ func TestMetrics(t *testing.T) {
 
 	// A join: the two members each give up two queues, which go to the newcomer once acknowledged.
 	moved := metricValue(t, "consumergroup_queues_moved_total", labels)
+	beyond := metricValue(t, "consumergroup_queues_moved_beyond_bound_total", labels)
 	handoffs := histogramCount(t, "consumergroup_handoff_duration_seconds", labels)
 	startSimMember(t, "mx", testenv.Pod(ns, "mx-2", "mx").Create(t, k8s), own)
 	waitForSettled(t, ns, "mx", own, queues, 3)
@@ -49,6 +51,10 @@ func TestMetrics(t *testing.T) {
 	expectMetric(t, "consumergroup_unowned_queues", labels, 0)
 	if got := metricValue(t, "consumergroup_queues_moved_total", labels) - moved; got != 4 {
 		t.Errorf("a join into 12 queues over 2 members moved %v queues, want 4", got)
+	}
+	// Sticky with no zones moves exactly the fewest balance needs.
+	if got := metricValue(t, "consumergroup_queues_moved_beyond_bound_total", labels) - beyond; got != 0 {
+		t.Errorf("a Sticky join with no zones moved %v queues beyond the bound, want 0", got)
 	}
 	if n := histogramCount(t, "consumergroup_handoff_duration_seconds", labels) - handoffs; n != 4 {
 		t.Errorf("%d handoffs observed, want 4", n)
@@ -85,6 +91,34 @@ func TestMetrics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestMovesBeyondBoundCounted: RocketMQ's Averagely gives each member a contiguous run of the sorted
+// queues, so a join into 12 queues over 2 members moves 6 (2 from the first member, 4 from the second) where
+// balance needs 4: the metrics count 6 moved, 2 of them beyond the bound.
+func TestMovesBeyondBoundCounted(t *testing.T) {
+	const queues = 12
+	ns := newNamespace(t)
+	startManager(t, ns)
+	own := testenv.NewOwnership()
+	testenv.Group(ns, "av").Topic("t", testenv.Broker("b", queues, "")).
+		Strategy(v1alpha1.Strategy{Type: v1alpha1.Averagely}).
+		Handoff(v1alpha1.Handoff{Mode: v1alpha1.Cooperative}).Create(t, k8s)
+	for i := range 2 {
+		testenv.StartMember(t, restConfig, "av", testenv.Pod(ns, fmt.Sprintf("av-%d", i), "av").Create(t, k8s), own, memberOptions)
+	}
+	waitForSettled(t, ns, "av", own, queues, 2)
+	labels := map[string]string{"namespace": ns, "group": "av"}
+	moved := metricValue(t, "consumergroup_queues_moved_total", labels)
+	beyond := metricValue(t, "consumergroup_queues_moved_beyond_bound_total", labels)
+	testenv.StartMember(t, restConfig, "av", testenv.Pod(ns, "av-2", "av").Create(t, k8s), own, memberOptions)
+	waitForSettled(t, ns, "av", own, queues, 3)
+	if got := metricValue(t, "consumergroup_queues_moved_total", labels) - moved; got != 6 {
+		t.Errorf("an Averagely join into 12 queues over 2 members moved %v queues, want 6", got)
+	}
+	if got := metricValue(t, "consumergroup_queues_moved_beyond_bound_total", labels) - beyond; got != 2 {
+		t.Errorf("an Averagely join moved %v queues beyond the bound, want 2 (6 moved where balance needs 4)", got)
+	}
 }
 
 func with(labels map[string]string, kv ...string) map[string]string {
