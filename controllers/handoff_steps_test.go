@@ -330,3 +330,42 @@ func TestQueueGivenBackEndsItsRevocation(t *testing.T) {
 		t.Fatalf("16.6 s: y gets %v, want q", res.entries["y"])
 	}
 }
+
+// TestRecoveryDoesNotWaitForAStoppedMember: with the bookkeeping lost (the assignment deleted), a queue
+// nobody claims goes to a member only once every other incarnation whose claim stands has acknowledged
+// the recovery. A member that drained and says so in its Lease (stopped, claiming nothing) takes no
+// assignment again and acknowledges nothing more: it is not waited for. The same member without the word
+// (a drained member of an older version, or one killed) is waited for: its promise, or its Lease.
+func TestRecoveryDoesNotWaitForAStoppedMember(t *testing.T) {
+	now := goldenNow
+	members := []member{{Member: allocate.Member{ID: "y"}, Pod: "y", UID: "y-uid"}}
+	for _, tc := range []struct {
+		name    string
+		stopped bool
+		want    []allocate.Queue
+	}{
+		{"the drained member says it stopped", true, qs(0)},
+		{"the drained member says nothing", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := leased("x", now, 3, nil, 6*time.Second)
+			x.lease.Stopped = tc.stopped
+			y := leased("y", now, 3, nil, 6*time.Second)
+			in := handoffInput{cooperative: true, revokeTimeout: 30 * time.Second, maxSkew: time.Second, members: members,
+				trusted: false, scope: stepScope(), incarnations: []*incarnation{x, y}, now: now,
+				target: allocate.Plan{"y": qs(0)}}
+			// The recovery generation: y has acknowledged it, x has not.
+			first := handoff(in)
+			y.lease.AckedGeneration = 4
+			for i := range first.state.Revocations {
+				first.state.Revocations[i].Generation = 4
+			}
+			in.trusted, in.state, in.now = true, first.state, now.Add(time.Second)
+			in.published = map[string]protocol.PublishedEntry{"y": {Entry: protocol.Entry{Member: "y", PodUID: "y-uid"}, Queues: first.entries["y"]}}
+			in.publications = in.publications.add(4, now)
+			if res := handoff(in); !slices.Equal(res.entries["y"], tc.want) {
+				t.Errorf("y gets %v, want %v (recovering: %d)", res.entries["y"], tc.want, res.recovering)
+			}
+		})
+	}
+}

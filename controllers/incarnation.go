@@ -30,11 +30,15 @@ type incarnation struct {
 // incarnationKey identifies an incarnation in maps.
 func incarnationKey(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
 
-// stands reports whether the incarnation may still be reading: not stopped, and its Lease has not expired
-// by the operator's count (protocol.LeaseState.Stands). An incarnation without a Lease does not follow
-// the member protocol; it is taken to read while its pod exists.
+// stands reports whether the incarnation may still be reading: not stopped, by the kubelet's word or by
+// its own (a member that drained says in its Lease that it stopped for good, with an empty claim:
+// protocol.LeaseState.Stopped), and its Lease has not expired by the operator's count
+// (protocol.LeaseState.Stands). An incarnation without a Lease does not follow the member protocol; it is
+// taken to read while its pod exists. A stopped member needs to acknowledge nothing, a recovery included:
+// it takes no assignment again, and another process of its pod would claim before reading, which ends
+// the word.
 func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
-	if i.stopped {
+	if i.stopped || i.lease != nil && i.lease.Stopped {
 		return false
 	}
 	if i.lease != nil {

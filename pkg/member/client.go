@@ -109,8 +109,10 @@ type Client struct {
 	state memberState
 	// inForceSince is when state.inForce was delivered.
 	inForceSince time.Time
-	// claimed is the claim the Lease holds, as last written.
-	claimed []Queue
+	// claimed is the claim the Lease holds, as last written; writtenStopped whether it says the member
+	// stopped.
+	claimed        []Queue
+	writtenStopped bool
 	// acked is the last generation the application acknowledged and ackedQueues its queues; written is
 	// the acknowledged generation the Lease holds.
 	acked       int64
@@ -199,8 +201,10 @@ func (c *Client) record() leaseRecord {
 	defer c.mu.Unlock()
 	if c.state.phase == phaseStopped {
 		// Drain has handed the application generation 0 and waited for it to stop: the claim is empty,
-		// which tells the operator and a new pod of the same name that this pod reads nothing.
-		return leaseRecord{acked: c.acked, groupUID: c.state.group}
+		// which tells the operator and a new pod of the same name that this pod reads nothing, and
+		// stopped that it never will (it takes no assignment again), so that the operator need not wait
+		// for it to acknowledge anything, a recovery included.
+		return leaseRecord{acked: c.acked, groupUID: c.state.group, stopped: true}
 	}
 	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.state.inForce.Queues), c.state.pending.Queues)
 	var load map[Queue]float64
@@ -244,7 +248,7 @@ func (c *Client) recorded(st leaseRecord) {
 func (c *Client) takeRecord(st leaseRecord) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.claimed = st.claim
+	c.claimed, c.writtenStopped = st.claim, st.stopped
 	if st.acked != c.written {
 		c.written = st.acked
 		c.notifyLocked()
@@ -657,12 +661,12 @@ func (c *Client) releaseClaim(ctx context.Context) error {
 	}
 }
 
-// leaseSaysStopped is whether the Lease, as last written, claims nothing and holds the last
-// acknowledgement.
+// leaseSaysStopped is whether the Lease, as last written, claims nothing, holds the last acknowledgement
+// and says that the member stopped.
 func (c *Client) leaseSaysStopped() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state.phase == phaseStopped && len(c.claimed) == 0 && c.written == c.acked
+	return c.state.phase == phaseStopped && len(c.claimed) == 0 && c.written == c.acked && c.writtenStopped
 }
 
 // Status is a snapshot of the client's state, for health checks and diagnostics.

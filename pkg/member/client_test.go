@@ -285,12 +285,13 @@ func leaseState(t *testing.T, ns string, m testMember) protocol.LeaseState {
 }
 
 // drainedForGood checks that a member whose Drain returned reads and claims nothing from then on: it
-// claims nothing in its Lease, a generation gen that gives its pod queues is neither delivered nor claimed
-// by the renewals after it, an acknowledgement of it is refused, and Drain returns at once.
+// claims nothing in its Lease and says there that it stopped, a generation gen that gives its pod queues is
+// neither delivered nor claimed by the renewals after it, an acknowledgement of it is refused, and Drain
+// returns at once.
 func drainedForGood(t *testing.T, ns string, m testMember, gen int64) {
 	t.Helper()
-	if s := leaseState(t, ns, m); !s.Released() {
-		t.Fatalf("after the drain the Lease claims %v (error %v), want nothing", s.Claim, s.ClaimErr)
+	if s := leaseState(t, ns, m); !s.Released() || !s.Stopped {
+		t.Fatalf("after the drain the Lease claims %v (error %v), stopped %v; want nothing, and stopped", s.Claim, s.ClaimErr, s.Stopped)
 	}
 	if st := m.client.Status(); st.InForce.Generation != 0 || len(st.InForce.Queues) != 0 || !st.Drained || !strings.Contains(st.Reason, "drained") {
 		t.Fatalf("after the drain the status is %+v, want generation 0 in force, drained, and a reason saying so", st)
@@ -310,8 +311,8 @@ func drainedForGood(t *testing.T, ns string, m testMember, gen int64) {
 		}
 		return nil
 	})
-	if s := leaseState(t, ns, m); !s.Released() {
-		t.Fatalf("a drained member claims %v once generation %d gives its pod queues, want nothing", s.Claim, gen)
+	if s := leaseState(t, ns, m); !s.Released() || !s.Stopped {
+		t.Fatalf("a drained member claims %v (stopped %v) once generation %d gives its pod queues, want nothing, and stopped", s.Claim, s.Stopped, gen)
 	}
 	if a := m.client.Current(); a.Generation != 0 || len(a.Queues) != 0 {
 		t.Fatalf("a drained member has %+v in force once generation %d gives its pod queues, want generation 0", a, gen)

@@ -28,6 +28,8 @@ type leaseRecord struct {
 	groupUID types.UID
 	// load is the application's latest load report, for the queues of claim only.
 	load map[Queue]float64
+	// stopped says that the member has stopped for good (Drain): the claim is empty.
+	stopped bool
 }
 
 // leaseSource is the member a leaseKeeper writes the Lease for: the Client. The keeper calls it without
@@ -252,6 +254,7 @@ func (k *leaseKeeper) lease(st leaseRecord, base *coordinationv1.Lease, acquireA
 	m := protocol.MemberLease{
 		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
 		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load, StopsWithin: k.cfg.stopsWithin(),
+		Stopped: st.stopped,
 	}
 	if base != nil {
 		base = base.DeepCopy()

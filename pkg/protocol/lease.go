@@ -107,6 +107,9 @@ type LeaseState struct {
 	// StopsWithin is the member's contact-fencing promise (StopsWithinAnnotation); 0 when it makes none
 	// or the annotation cannot be read.
 	StopsWithin time.Duration
+	// Stopped is the member's own word that it has stopped for good (StoppedAnnotation), with a claim
+	// that reads and lists nothing, inside the reader's scope or out.
+	Stopped bool
 }
 
 // ReadLease reads a member's Lease.
@@ -160,6 +163,7 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	// The two records of the acknowledged generation should agree; if someone changed one, believe the
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)
+	s.Stopped = lease.Annotations[StoppedAnnotation] == "true" && len(s.Claim) == 0 && s.Outside == 0
 	return s
 }
 
@@ -248,6 +252,9 @@ type MemberLease struct {
 	Load map[Queue]float64
 	// StopsWithin is the member's contact-fencing promise, rounded up to whole seconds; none when 0.
 	StopsWithin time.Duration
+	// Stopped says that the member has stopped for good (StoppedAnnotation); written only with an empty
+	// claim.
+	Stopped bool
 }
 
 func (m MemberLease) ownerReferences() []metav1.OwnerReference {
@@ -269,6 +276,9 @@ func (m MemberLease) annotations() map[string]string {
 	if m.StopsWithin > 0 {
 		a[StopsWithinAnnotation] = strconv.FormatInt(int64((m.StopsWithin+time.Second-1)/time.Second), 10)
 	}
+	if m.Stopped && len(m.Claim) == 0 {
+		a[StoppedAnnotation] = "true"
+	}
 	return a
 }
 
@@ -289,6 +299,7 @@ func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquir
 		lease.Annotations = map[string]string{}
 	}
 	delete(lease.Annotations, StopsWithinAnnotation)
+	delete(lease.Annotations, StoppedAnnotation)
 	for k, v := range m.annotations() {
 		lease.Annotations[k] = v
 	}

@@ -203,3 +203,53 @@ func TestLeaseCarriesTheLoadReport(t *testing.T) {
 		t.Errorf("an edited report: load %v, error %v, claim %v (error %v); want no load, an error, and the claim as it was", s.Load, s.LoadErr, s.Claim, s.ClaimErr)
 	}
 }
+
+// TestStoppedMemberLease: a member that stopped for good says so in its Lease, and a reader believes it
+// only with a claim that reads and lists nothing; a later write that does not say it (another process of
+// the pod, claiming) takes the word back.
+func TestStoppedMemberLease(t *testing.T) {
+	now := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	stopped := MemberLease{Group: "orders", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0", Duration: 15 * time.Second, Acked: 12, Stopped: true}
+	lease := stopped.Apply(nil, "shop", &now, &now)
+	if got := lease.Annotations[StoppedAnnotation]; got != "true" {
+		t.Fatalf("a stopped member's Lease says %s=%q", StoppedAnnotation, got)
+	}
+	if s := ReadLease(lease); !s.Stopped || !s.Released() {
+		t.Errorf("ReadLease of a stopped member's Lease = %+v, want Stopped and released", s)
+	}
+
+	claiming := stopped
+	claiming.Stopped, claiming.Claim = false, []Queue{q("orders", "a", 1)}
+	again := claiming.Apply(lease.DeepCopy(), "shop", nil, &now)
+	if _, ok := again.Annotations[StoppedAnnotation]; ok {
+		t.Errorf("a write that does not say stopped leaves %s in place", StoppedAnnotation)
+	}
+
+	withClaim := stopped
+	withClaim.Claim = []Queue{q("orders", "a", 1)}
+	if l := withClaim.Apply(nil, "shop", &now, &now); l.Annotations[StoppedAnnotation] != "" {
+		t.Errorf("a member claiming queues wrote %s", StoppedAnnotation)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		edit  func(*coordinationv1.Lease)
+		wants bool
+	}{
+		{"as written", func(*coordinationv1.Lease) {}, true},
+		{"another value", func(l *coordinationv1.Lease) { l.Annotations[StoppedAnnotation] = "yes" }, false},
+		{"a claim listing a queue", func(l *coordinationv1.Lease) {
+			l.Annotations[ClaimAnnotation] = NewClaim("pod-uid", 12, []Queue{q("orders", "a", 1)}).Encode()
+		}, false},
+		{"a claim that cannot be read", func(l *coordinationv1.Lease) { l.Annotations[ClaimAnnotation] = "junk" }, false},
+		{"no claim (a protocol-1 Lease)", func(l *coordinationv1.Lease) { delete(l.Annotations, ClaimAnnotation) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := lease.DeepCopy()
+			tc.edit(l)
+			if got := ReadLease(l).Stopped; got != tc.wants {
+				t.Errorf("Stopped = %v, want %v", got, tc.wants)
+			}
+		})
+	}
+}

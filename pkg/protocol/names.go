@@ -47,6 +47,11 @@ const (
 	// that does not give the queue to it, whether or not it could read that assignment. Absent, the
 	// member promises nothing beyond its Lease (StopAfter).
 	StopsWithinAnnotation = "messaging.consumergroup.io/stops-within-seconds"
+	// StoppedAnnotation on a member's Lease, "true", says that the member has stopped for good (it
+	// drained: its application was handed no queue and stopped): it reads no queue now and will read none,
+	// whatever any assignment, lost or not, gives it, so it will acknowledge nothing more. A member writes
+	// it only with an empty claim, and a reader believes it only then (LeaseState.Stopped).
+	StoppedAnnotation = "messaging.consumergroup.io/stopped"
 )
 
 // AssignmentName is the name of the ConfigMap that publishes group's assignment.
