@@ -195,7 +195,7 @@ build: ## Build the operator into bin/manager and every command under cmd/ into 
 	if compgen -G 'cmd/*/' > /dev/null; then go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ ./cmd/...; fi
 
 .PHONY: run
-run: envtest-bins ## Run the operator: against the configured cluster if one answers, else on a local cluster (kube-controller-manager, kube-scheduler, kwok) with a demo group and its consumers.
+run: ## Run the operator: against the configured cluster if one answers, else on a local cluster (kube-controller-manager, kube-scheduler, kwok) with a demo group and its consumers.
 	hack/run.sh
 
 ##@ Tools

@@ -3,11 +3,24 @@
 # otherwise on a local cluster of its own (internal/cluster) with a demo group and its consumers (hack/localdev).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# The demo and the kubectl plugin build while the cluster's binaries do (hack/envtest-bins.sh): their
+# modules download while Kubernetes compiles, and built as the cluster's binaries are (CGO_ENABLED=0,
+# -trimpath), they share the compiled packages both need through Go's build cache.
+mkdir -p bin/localdev
+build_log=bin/localdev/build.log
+(
+  CGO_ENABLED=0 go build -trimpath -o bin/localdev/localdev ./hack/localdev &&
+    CGO_ENABLED=0 go build -trimpath -o bin/kubectl-cg ./cmd/kubectl-cg
+) > "$build_log" 2>&1 &
+builds=$!
+echo "Building the demo (bin/localdev/localdev) and the kubectl plugin (bin/kubectl-cg) beside the cluster's binaries"
 assets=$(hack/envtest-bins.sh)
 kubectl="$assets/kubectl"
 
 config=${KUBECONFIG:-$HOME/.kube/config}
 if [[ -n ${KUBECONFIG:-} || -f $config ]] && "$kubectl" cluster-info --request-timeout=5s > /dev/null 2>&1; then
+  wait "$builds" || true # the plugin is welcome; the demo is not needed
   echo "Cluster found ($("$kubectl" config current-context)): installing the CRD and running the operator against it."
   "$kubectl" apply --server-side -f config/crd/bases
   echo "Try: kubectl apply -f config/samples/messaging_v1alpha1_consumergroup_sticky.yaml -f config/samples/demo/order-consumer.yaml"
@@ -15,11 +28,9 @@ if [[ -n ${KUBECONFIG:-} || -f $config ]] && "$kubectl" cluster-info --request-t
 fi
 
 echo "No cluster answers at ${KUBECONFIG:-~/.kube/config}: running the operator on a local cluster."
-echo "Building the demo (bin/localdev/localdev) and the kubectl plugin (bin/kubectl-cg)"
-# Both builds share the packages they need through Go's build cache; run side by side they keep both
-# cores busy.
-go build -o bin/localdev/localdev ./hack/localdev &
-demo=$!
-go build -o bin/kubectl-cg ./cmd/kubectl-cg
-wait "$demo"
+if ! wait "$builds"; then
+  cat "$build_log" >&2
+  echo "building the demo or the kubectl plugin failed (above)" >&2
+  exit 1
+fi
 exec env KUBEBUILDER_ASSETS="$assets" bin/localdev/localdev "$@"
