@@ -233,15 +233,7 @@ func renderWithCertManager(t *testing.T) []*unstructured.Unstructured {
 // metricsService is objs' one Service.
 func metricsService(t *testing.T, objs []*unstructured.Unstructured) corev1.Service {
 	t.Helper()
-	svcs := find(objs, "Service")
-	if len(svcs) != 1 {
-		t.Fatalf("Services %v, want the metrics Service", keys(svcs))
-	}
-	var svc corev1.Service
-	for _, o := range svcs {
-		as(t, o, &svc)
-	}
-	return svc
+	return only[corev1.Service](t, objs, "Service")
 }
 
 // configServiceMonitor reads the ServiceMonitor in config/prometheus/file.

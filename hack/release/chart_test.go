@@ -111,6 +111,20 @@ func find(objs []*unstructured.Unstructured, kind string) map[string]*unstructur
 }
 
 // as converts o into the typed object out, refusing fields the type does not have.
+// only is objs' one object of kind, decoded strictly into a T; the test fails unless there is exactly one.
+func only[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) T {
+	t.Helper()
+	found := find(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("%s objects %v, want exactly one", kind, keys(found))
+	}
+	var out T
+	for _, o := range found {
+		as(t, o, &out)
+	}
+	return out
+}
+
 func as(t *testing.T, o *unstructured.Unstructured, out any) {
 	t.Helper()
 	data, err := yaml.Marshal(o.Object)
@@ -145,15 +159,7 @@ func TestChartDefaults(t *testing.T) {
 	ch, err := loader.LoadDir(chartDir)
 	must(t, err)
 
-	var dep appsv1.Deployment
-	deps := find(objs, "Deployment")
-	if len(deps) != 1 {
-		t.Fatalf("%d Deployments, want 1", len(deps))
-	}
-	for _, d := range deps {
-		as(t, d, &dep)
-	}
-	c := dep.Spec.Template.Spec.Containers[0]
+	dep, c := container(t, objs)
 	if want := operatorRepository + ":" + ch.Metadata.AppVersion; c.Image != want {
 		t.Errorf("image %q, want %q", c.Image, want)
 	}

@@ -26,14 +26,7 @@ import (
 // container is the operator's container in objs' one Deployment.
 func container(t *testing.T, objs []*unstructured.Unstructured) (appsv1.Deployment, corev1.Container) {
 	t.Helper()
-	deps := find(objs, "Deployment")
-	if len(deps) != 1 {
-		t.Fatalf("%d Deployments, want 1", len(deps))
-	}
-	var dep appsv1.Deployment
-	for _, d := range deps {
-		as(t, d, &dep)
-	}
+	dep := only[appsv1.Deployment](t, objs, "Deployment")
 	return dep, dep.Spec.Template.Spec.Containers[0]
 }
 
@@ -200,15 +193,7 @@ func TestChartMetrics(t *testing.T) {
 
 func serviceMonitor(t *testing.T, objs []*unstructured.Unstructured) monitoringv1.ServiceMonitor {
 	t.Helper()
-	sms := find(objs, "ServiceMonitor")
-	if len(sms) != 1 {
-		t.Fatalf("%d ServiceMonitors, want 1", len(sms))
-	}
-	var sm monitoringv1.ServiceMonitor
-	for _, o := range sms {
-		as(t, o, &sm)
-	}
-	return sm
+	return only[monitoringv1.ServiceMonitor](t, objs, "ServiceMonitor")
 }
 
 func hasCertPath(c corev1.Container) bool {
@@ -230,14 +215,7 @@ func checkNoGeneratedCertificate(t *testing.T, objs []*unstructured.Unstructured
 // the CA in ca.crt for each of the metrics Service svc's names, and for no other name.
 func chartCertSecret(t *testing.T, objs []*unstructured.Unstructured, svc corev1.Service) corev1.Secret {
 	t.Helper()
-	secrets := find(objs, "Secret")
-	if len(secrets) != 1 {
-		t.Fatalf("Secrets %v, want the metrics certificate's", keys(secrets))
-	}
-	var s corev1.Secret
-	for _, o := range secrets {
-		as(t, o, &s)
-	}
+	s := only[corev1.Secret](t, objs, "Secret")
 	if s.Type != corev1.SecretTypeTLS || s.Namespace != svc.Namespace {
 		t.Errorf("Secret %s/%s of type %s, want kubernetes.io/tls in %s", s.Namespace, s.Name, s.Type, svc.Namespace)
 	}

@@ -15,14 +15,7 @@ import (
 // networkPolicy is objs' one NetworkPolicy, checked to select the pods of objs' one Deployment.
 func networkPolicy(t *testing.T, objs []*unstructured.Unstructured) networkingv1.NetworkPolicy {
 	t.Helper()
-	nps := find(objs, "NetworkPolicy")
-	if len(nps) != 1 {
-		t.Fatalf("NetworkPolicies %v, want one", keys(nps))
-	}
-	var np networkingv1.NetworkPolicy
-	for _, o := range nps {
-		as(t, o, &np)
-	}
+	np := only[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy")
 	dep, _ := container(t, objs)
 	sel := labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels)
 	if np.Namespace != dep.Namespace || len(np.Spec.PodSelector.MatchExpressions) != 0 || sel.Empty() ||
