@@ -177,6 +177,18 @@ func settled(t *testing.T, ns, name string, want int, timeout time.Duration, f *
 	return &g
 }
 
+// settledDeployment runs the fleet of app's pods in ns, creates the group app over queues queues and a
+// Deployment of replicas pods that it selects, and waits until the group has settled on them.
+func settledDeployment(t *testing.T, ns, app string, replicas, queues int32) (*fleet, *appsv1.Deployment) {
+	t.Helper()
+	f := runFleet(t, ns, app, app)
+	testenv.Must(t, admin.Create(context.Background(), group(ns, app, queues)))
+	dep := deployment(ns, app, replicas)
+	testenv.Must(t, admin.Create(context.Background(), dep))
+	settled(t, ns, app, int(replicas), 2*time.Minute, f)
+	return f, dep
+}
+
 // generation is the assignment's published generation.
 func generation(t *testing.T, ns, group string) int64 {
 	t.Helper()

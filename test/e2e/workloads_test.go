@@ -49,11 +49,7 @@ func podsOf(t *testing.T, ns, app string) (live []corev1.Pod, all int) {
 func TestDeploymentRolloutRestart(t *testing.T) {
 	const app, replicas, queues = "orders", 12, 60
 	ns := namespace(t)
-	f := runFleet(t, ns, app, app)
-	testenv.Must(t, admin.Create(context.Background(), group(ns, app, queues)))
-	dep := deployment(ns, app, replicas)
-	testenv.Must(t, admin.Create(context.Background(), dep))
-	settled(t, ns, app, replicas, 2*time.Minute, f)
+	f, dep := settledDeployment(t, ns, app, replicas, queues)
 	before := map[string]bool{}
 	live, _ := podsOf(t, ns, app)
 	for _, p := range live {
@@ -109,11 +105,7 @@ func TestRolloutWithAssignmentDeleted(t *testing.T) {
 	const app, replicas, queues, deletions = "ledger", 12, 60, 6
 	const maxUnread = 15 * time.Second
 	ns := namespace(t)
-	f := runFleet(t, ns, app, app)
-	testenv.Must(t, admin.Create(context.Background(), group(ns, app, queues)))
-	dep := deployment(ns, app, replicas)
-	testenv.Must(t, admin.Create(context.Background(), dep))
-	settled(t, ns, app, replicas, 2*time.Minute, f)
+	f, dep := settledDeployment(t, ns, app, replicas, queues)
 
 	start := time.Now()
 	restartTemplate(t, dep)
