@@ -404,14 +404,20 @@ func (dc *decider) checkStrategy() *problem {
 	return dc.env.strategyProblem
 }
 
-// allocate computes the target: every queue to every member in Broadcasting, the strategy's plan in
-// Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
-// it would be ambiguous.
-func (dc *decider) allocate() *problem {
+// strategyMembers are the pass's members as the strategy sees them.
+func (dc *decider) strategyMembers() []allocate.Member {
 	members := make([]allocate.Member, len(dc.d.report.members))
 	for i, m := range dc.d.report.members {
 		members[i] = m.Member
 	}
+	return members
+}
+
+// allocate computes the target: every queue to every member in Broadcasting, the strategy's plan in
+// Clustering. A plan that is not a partition of the spec's queues over the members is refused: publishing
+// it would be ambiguous.
+func (dc *decider) allocate() *problem {
+	members := dc.strategyMembers()
 	dc.target = make(allocate.Plan, len(members))
 	if dc.group.Spec.MessageModel == v1alpha1.Broadcasting {
 		for _, m := range members {
@@ -675,11 +681,7 @@ func (dc *decider) countMoves(revoked []allocate.Queue) rebalance {
 		// The queues revoked now are the moves of the target (they reach their new readers in a later
 		// generation), so the split is the target's: Sticky by count moves beyond the bound only to keep
 		// queues in their broker's zone.
-		members := make([]allocate.Member, len(dc.d.report.members))
-		for i, m := range dc.d.report.members {
-			members[i] = m.Member
-		}
-		r.beyondBound = r.moved - min(r.moved, allocate.LowerBound(allocate.Input{Queues: dc.queues, Members: members, Previous: before}))
+		r.beyondBound = r.moved - min(r.moved, allocate.LowerBound(allocate.Input{Queues: dc.queues, Members: dc.strategyMembers(), Previous: before}))
 	}
 	if loads := dc.queueLoads(); loads != nil {
 		r.movedLoad = allocate.MovedLoad(before, after, loads)
