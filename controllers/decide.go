@@ -176,6 +176,9 @@ type decider struct {
 	env   decideEnv
 	d     *decision
 
+	// leases are the observed Leases as this decision counts them: a copy, with acknowledgements of
+	// generations never published set to 0 (indexIncarnations), so that the observation stays as read.
+	leases       []protocol.LeaseState
 	leaseOf      map[string]*protocol.LeaseState
 	incarnations []*incarnation
 	// overclaims say which Leases acknowledge generations never published.
@@ -228,8 +231,9 @@ func (dc *decider) indexIncarnations() {
 	// of the Leases whose pods exist (written by those pods), when every Lease makes one, else none.
 	var longest, promise time.Duration
 	promising := true
-	for idx := range dc.obs.leases {
-		l := &dc.obs.leases[idx]
+	dc.leases = slices.Clone(dc.obs.leases)
+	for idx := range dc.leases {
+		l := &dc.leases[idx]
 		if l.AckedGeneration > ceiling {
 			dc.overclaims = append(dc.overclaims, fmt.Sprintf("Lease %s acknowledges generation %d, above any generation published (at most %d): the acknowledgement is ignored", l.Name, l.AckedGeneration, ceiling))
 			l.AckedGeneration = 0
@@ -309,7 +313,7 @@ func (dc *decider) judgeTrust() {
 		dc.floor = max(dc.floor, e.Generation)
 	}
 	everPublished := dc.floor > 0
-	for _, l := range dc.obs.leases {
+	for _, l := range dc.leases {
 		everPublished = everPublished || len(l.Claim) > 0 || l.ClaimErr != nil
 	}
 	var findings []string
@@ -635,7 +639,7 @@ func (dc *decider) planHandoff() *problem {
 	}
 	sortState(&next.bookkeeping)
 
-	dc.d.requeueAfter = h.requeueAfter
+	dc.d.requeueAfter = sooner(dc.d.requeueAfter, h.requeueAfter)
 	if !dc.memberExpiry.IsZero() {
 		dc.d.lookAgainAt(dc.env.now, dc.memberExpiry)
 	}
@@ -842,7 +846,7 @@ func (dc *decider) judgeLeases() {
 	for _, name := range dc.obs.backwards {
 		findings = append(findings, fmt.Sprintf("Lease %s: spec.renewTime went backwards; its renewals are timed by the operator's clock", name))
 	}
-	for _, l := range dc.obs.leases {
+	for _, l := range dc.leases {
 		if dc.obs.vanished[l.UID] {
 			continue
 		}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -372,5 +373,41 @@ func TestDecideUnreadableClaimsProveNothing(t *testing.T) {
 	d := decide(group, obs, env(group, t0.Add(time.Second)))
 	if got := entryOf(d, "p0"); len(got) != 0 {
 		t.Fatalf("p0 gets %v while p1, cut off, may still read anything; want nothing until the claims read again", got)
+	}
+}
+
+// TestDecideLeavesItsObservationAsRead: a Lease acknowledging a generation never published is counted as
+// acknowledging none, in the decision's own copy; the observation it was given stays as read.
+func TestDecideLeavesItsObservationAsRead(t *testing.T) {
+	group := testGroup(averagely, 6)
+	observe := func() *observation {
+		return world([]corev1.Pod{pod("p0"), pod("p1")}, lease("p0", 1_000_000, qs(0, 1), t0), lease("p1", 0, nil, t0))
+	}
+	obs, asRead := observe(), observe()
+	d := decide(group, obs, env(group, t0))
+	if d.report.suspectLeases == nil || !strings.Contains(d.report.suspectLeases.Message, "acknowledges generation 1000000") {
+		t.Fatalf("the acknowledgement of a generation never published is not reported: %+v", d.report.suspectLeases)
+	}
+	if !reflect.DeepEqual(obs, asRead) {
+		t.Fatalf("decide changed its observation: Leases %+v, were %+v", obs.leases, asRead.leases)
+	}
+}
+
+// TestPlanHandoffKeepsASoonerLook: the handoff's next deadline does not push back a look again that an
+// earlier step of the pass asked for.
+func TestPlanHandoffKeepsASoonerLook(t *testing.T) {
+	group := testGroup(averagely, 6)
+	dc := newDecider(group, world([]corev1.Pod{pod("p0")}), env(group, t0))
+	for _, step := range dc.planSteps() {
+		if prob := step(); prob != nil {
+			t.Fatalf("planning stopped: %v", prob)
+		}
+	}
+	dc.d.lookAgainAt(t0, t0.Add(time.Second))
+	if prob := dc.planHandoff(); prob != nil {
+		t.Fatalf("planHandoff: %v", prob)
+	}
+	if dc.d.requeueAfter <= 0 || dc.d.requeueAfter > time.Second {
+		t.Fatalf("after planHandoff the pass looks again after %v, want at most the 1s asked for before it", dc.d.requeueAfter)
 	}
 }
