@@ -812,18 +812,18 @@ func (dc *decider) take(next newGeneration) {
 func (dc *decider) chooseLeasesToDelete() {
 	for _, i := range dc.incarnations {
 		var until time.Time
-		switch {
+		switch state := i.state(dc.env.now, dc.env.maxSkew); {
 		case i.lease == nil:
-			if i.exists || !dc.env.now.Before(i.unseenUntil) {
+			if state != incarnationUnseen {
 				continue
 			}
 			until = i.unseenUntil
 		case dc.obs.vanished[i.lease.UID]:
 			until = i.lease.Expiry(dc.env.maxSkew)
-		case i.stopped || !i.exists && !i.lease.Stands(dc.env.now, dc.env.maxSkew):
+		case state == incarnationStopped || state == incarnationGone:
 			dc.d.write.deleteLeases = append(dc.d.write.deleteLeases, *i.lease)
 			continue
-		case !i.exists:
+		case !i.exists: // departed, or drained with its pod gone: its Lease goes once it no longer stands
 			until = i.lease.Expiry(dc.env.maxSkew)
 		default:
 			continue

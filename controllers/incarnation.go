@@ -30,21 +30,66 @@ type incarnation struct {
 // incarnationKey identifies an incarnation in maps.
 func incarnationKey(pod string, uid types.UID) string { return pod + "\x00" + string(uid) }
 
-// stands reports whether the incarnation may still be reading: not stopped, by the kubelet's word or by
-// its own (a member that drained says in its Lease that it stopped for good, with an empty claim:
-// protocol.LeaseState.Stopped), and its Lease has not expired by the operator's count
-// (protocol.LeaseState.Stands). An incarnation without a Lease does not follow the member protocol; it is
-// taken to read while its pod exists. A stopped member needs to acknowledge nothing, a recovery included:
-// it takes no assignment again, and another process of its pod would claim before reading, which ends
-// the word.
+// incarnationState is what the operator can tell of an incarnation at a moment. A pass derives it afresh
+// from the evidence it observed (the pod, its Lease, what was published) in one place, incarnation.state;
+// every rule that asks whether an incarnation may read, or whether its Lease may go, asks it.
+type incarnationState uint8
+
+const (
+	// incarnationRunning: its pod exists, the kubelet does not report it stopped, and its Lease, if it
+	// holds one, stands. It may be reading. An incarnation without a Lease does not follow the member
+	// protocol: it is taken to read while its pod exists.
+	incarnationRunning incarnationState = iota
+	// incarnationDeparted: its pod is gone, its Lease stands. It may still be reading: neither a vanished
+	// pod nor a vanished Lease proves that a process stopped.
+	incarnationDeparted
+	// incarnationUnseen: named only by what was published, with neither a pod nor a Lease, until
+	// unseenUntil. It may still be reading: its Lease may have vanished before this operator started.
+	incarnationUnseen
+	// incarnationLapsed: its pod exists, its Lease has expired by the operator's count
+	// (protocol.LeaseState.Stands). By the protocol it reads nothing until it renews.
+	incarnationLapsed
+	// incarnationDrained: its Lease says it stopped for good, with an empty claim
+	// (protocol.LeaseState.Stopped). A stopped member needs to acknowledge nothing, a recovery included:
+	// it takes no assignment again, and another process of its pod would claim before reading, which
+	// ends the word.
+	incarnationDrained
+	// incarnationStopped: the kubelet reports that every container of its pod has terminated
+	// (stoppedByKubelet): evidence that no process of it reads anything.
+	incarnationStopped
+	// incarnationGone: no pod, and neither a standing Lease nor a window in which an unseen one may read.
+	incarnationGone
+)
+
+// state is what the operator can tell of the incarnation at now.
+func (i *incarnation) state(now time.Time, maxSkew time.Duration) incarnationState {
+	switch {
+	case i.stopped:
+		return incarnationStopped
+	case i.lease == nil && i.exists:
+		return incarnationRunning
+	case i.lease == nil && now.Before(i.unseenUntil):
+		return incarnationUnseen
+	case i.lease == nil || !i.exists && !i.lease.Stands(now, maxSkew):
+		return incarnationGone
+	case i.lease.Stopped:
+		return incarnationDrained
+	case !i.lease.Stands(now, maxSkew):
+		return incarnationLapsed
+	case !i.exists:
+		return incarnationDeparted
+	}
+	return incarnationRunning
+}
+
+// mayRead reports whether an incarnation in state s may be reading.
+func (s incarnationState) mayRead() bool {
+	return s == incarnationRunning || s == incarnationDeparted || s == incarnationUnseen
+}
+
+// stands reports whether the incarnation may still be reading now.
 func (i *incarnation) stands(now time.Time, maxSkew time.Duration) bool {
-	if i.stopped || i.lease != nil && i.lease.Stopped {
-		return false
-	}
-	if i.lease != nil {
-		return i.lease.Stands(now, maxSkew)
-	}
-	return i.exists || now.Before(i.unseenUntil)
+	return i.state(now, maxSkew).mayRead()
 }
 
 func (i *incarnation) acked() int64 {
