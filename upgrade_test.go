@@ -185,8 +185,8 @@ func operatorState(t *testing.T, ns string) string {
 
 func sameQueues(a, b []allocate.Queue) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(a, allocate.CompareQueues)
-	slices.SortFunc(b, allocate.CompareQueues)
+	slices.SortFunc(a, allocate.CompareRocketMQ)
+	slices.SortFunc(b, allocate.CompareRocketMQ)
 	return slices.Equal(a, b)
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
@@ -743,9 +742,9 @@ func (dc *decider) layOut() *problem {
 			dc.next.configMaps = append(dc.next.configMaps, part)
 		case !holds(observed, part):
 			dc.next.configMaps = append(dc.next.configMaps, part)
-		case !ownedBy(observed, dc.group):
+		case !labelledFor(observed, dc.group):
 			dc.next.configMaps = append(dc.next.configMaps, part)
-			dc.next.restored = append(dc.next.restored, fmt.Sprintf("ConfigMap %s: its labels or its controller were changed", part.Name))
+			dc.next.restored = append(dc.next.restored, fmt.Sprintf("ConfigMap %s: its labels were changed", part.Name))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(dc.obs.shards)) {
@@ -773,13 +772,11 @@ func holds(cm *corev1.ConfigMap, part protocol.Part) bool {
 var ownAnnotations = []string{protocol.GenerationAnnotation, protocol.ShardsAnnotation, protocol.DigestAnnotation,
 	protocol.RebalancedAtAnnotation, protocol.HandoffAnnotation}
 
-// ownedBy reports whether cm carries the operator's labels and names group as its controller.
-func ownedBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
-	if cm.Labels[protocol.GroupLabel] != group.Name || cm.Labels[protocol.ManagedByLabel] != protocol.ManagedByValue {
-		return false
-	}
-	owner := metav1.GetControllerOf(cm)
-	return owner != nil && owner.UID == group.UID
+// labelledFor reports whether cm carries the operator's labels for group. Whether group is its
+// controller is the one ownership check, controlledBy: a ConfigMap that fails it is foreign, and stops
+// the pass before it is laid out (checkOwnership).
+func labelledFor(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
+	return cm.Labels[protocol.GroupLabel] == group.Name && cm.Labels[protocol.ManagedByLabel] == protocol.ManagedByValue
 }
 
 // keepPublished is the decision when a step found a problem, or the group is paused (prob is nil): what

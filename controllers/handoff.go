@@ -41,7 +41,7 @@ type handoffInput struct {
 
 // handoffResult is what each member may read now and what the operator keeps in mind.
 type handoffResult struct {
-	// entries are the queues each member may read, by pod name, sorted by protocol.CompareQueues.
+	// entries are the queues each member may read, by pod name, sorted by protocol.CompareCanonical.
 	entries map[string][]allocate.Queue
 	// state is the bookkeeping to publish. Its new revocations have generation 0, for decide to stamp.
 	state handoffState
@@ -443,7 +443,7 @@ func (h *holdings) add(r reader) {
 	}
 	if pending := h.revoked.pending[r.key]; pending != nil && handoffMutation != "acknowledgement" {
 		for q := range pending.queues {
-			if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareQueues); !held {
+			if _, held := slices.BinarySearchFunc(r.held, q, protocol.CompareCanonical); !held {
 				h.hold(q, idx, fenced)
 			}
 		}
@@ -540,7 +540,7 @@ func (p *handoffPass) grant(held *holdings, reservedFor map[allocate.Queue]strin
 			qs = append(qs, q)
 		}
 		// In the order entries and claims list queues, once for every later use.
-		slices.SortFunc(qs, protocol.CompareQueues)
+		slices.SortFunc(qs, protocol.CompareCanonical)
 		p.res.entries[m.Pod] = qs
 	}
 }

@@ -227,6 +227,6 @@ func randomQueues(rng *rand.Rand, n int) []allocate.Queue {
 			qs = append(qs, q)
 		}
 	}
-	slices.SortFunc(qs, protocol.CompareQueues)
+	slices.SortFunc(qs, protocol.CompareCanonical)
 	return qs
 }

@@ -137,6 +137,6 @@ func claims(inc *incarnation, fenced *queueSet, q allocate.Queue) bool {
 	if inc.lease == nil || inc.lease.ClaimErr != nil || fenced != nil && fenced.has(q) {
 		return false
 	}
-	_, ok := slices.BinarySearchFunc(inc.lease.Claim, q, protocol.CompareQueues)
+	_, ok := slices.BinarySearchFunc(inc.lease.Claim, q, protocol.CompareCanonical)
 	return ok
 }

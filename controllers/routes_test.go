@@ -79,7 +79,7 @@ func publishedQueues(t *testing.T, ns, group string) ([]allocate.Queue, int64) {
 	for _, e := range p.Entries {
 		out = append(out, e.Queues...)
 	}
-	slices.SortFunc(out, allocate.CompareQueues)
+	slices.SortFunc(out, allocate.CompareRocketMQ)
 	return out, p.Generation
 }
 
@@ -278,7 +278,7 @@ func TestRoutesRetryTopicAndRestart(t *testing.T) {
 		ms = append(ms, startSimMember(t, g.Name, testenv.Pod(ns, fmt.Sprintf("retry-%d", i), g.Name).Create(t, k8s), own))
 	}
 	want := append(queuesOf("%RETRY%orders", "b", 1), queuesOf("t", "b", 4)...)
-	slices.SortFunc(want, allocate.CompareQueues)
+	slices.SortFunc(want, allocate.CompareRocketMQ)
 	waitForReaders(t, own, ms, want, waitFor)
 	_, generation := publishedQueues(t, ns, g.Name)
 

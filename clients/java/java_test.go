@@ -993,7 +993,7 @@ func parseQueues(ss []string) ([]allocate.Queue, error) {
 
 func sorted(qs []allocate.Queue) []allocate.Queue {
 	qs = slices.Clone(qs)
-	slices.SortFunc(qs, protocol.CompareQueues)
+	slices.SortFunc(qs, protocol.CompareCanonical)
 	return qs
 }
 

@@ -257,7 +257,7 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 			queues = append(queues, q)
 		}
 	}
-	slices.SortFunc(queues, allocate.CompareQueues)
+	slices.SortFunc(queues, allocate.CompareRocketMQ)
 	for _, q := range queues {
 		if from[q] != to[q] {
 			p.Moves = append(p.Moves, Move{Queue: q.String(), From: from[q], To: to[q]})

@@ -104,7 +104,7 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 	}
 }
 
-// Reading lists the queues reader reads now, in the order of entries and claims (protocol.CompareQueues),
+// Reading lists the queues reader reads now, in the order of entries and claims (protocol.CompareCanonical),
 // so that two readings compare as sets and protocol's set operations take them as they are.
 func (o *Ownership) Reading(reader string) []allocate.Queue {
 	o.mu.Lock()
@@ -115,7 +115,7 @@ func (o *Ownership) Reading(reader string) []allocate.Queue {
 			out = append(out, q)
 		}
 	}
-	slices.SortFunc(out, protocol.CompareQueues)
+	slices.SortFunc(out, protocol.CompareCanonical)
 	return out
 }
 

@@ -204,7 +204,7 @@ func reuseQueueHashes(dst []uint32, queues, prev []Queue, prevHashes []uint32) [
 	var missing []int32
 	j := 0
 	for i, q := range queues {
-		for j < len(prev) && CompareQueues(prev[j], q) < 0 {
+		for j < len(prev) && CompareRocketMQ(prev[j], q) < 0 {
 			j++
 		}
 		if j < len(prev) && prev[j] == q {

@@ -38,9 +38,10 @@ func CompareUTF16(a, b string) int {
 	return cmp.Compare(x, y)
 }
 
-// CompareQueues orders queues as RocketMQ's MessageQueue.compareTo does: topic, then broker name (both
-// in UTF-16 order), then queue id.
-func CompareQueues(a, b Queue) int {
+// CompareRocketMQ orders queues as RocketMQ's MessageQueue.compareTo does: topic, then broker name (both
+// in UTF-16 order), then queue id. What the operator publishes is in the canonical order instead
+// (protocol.CompareCanonical, byte order).
+func CompareRocketMQ(a, b Queue) int {
 	if c := CompareUTF16(a.Topic, b.Topic); c != 0 {
 		return c
 	}
@@ -61,7 +62,7 @@ func sortedQueues(qs []Queue) []Queue {
 		return qs
 	}
 	out := slices.Clone(qs)
-	slices.SortFunc(out, CompareQueues)
+	slices.SortFunc(out, CompareRocketMQ)
 	return slices.CompactFunc(out, func(a, b Queue) bool { return a == b })
 }
 
@@ -77,7 +78,7 @@ func isSortedStrict(qs []Queue) bool {
 			}
 			continue
 		}
-		if CompareQueues(*a, *b) >= 0 {
+		if CompareRocketMQ(*a, *b) >= 0 {
 			return false
 		}
 	}

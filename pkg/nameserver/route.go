@@ -51,8 +51,8 @@ type Route struct {
 	BrokerDatas []BrokerData `json:"brokerDatas"`
 }
 
-// BrokerQueues is how many queues of a topic one broker holds, and how many of them consumers read.
-type BrokerQueues struct {
+// BrokerQueueCounts is how many queues of a topic one broker holds, and how many of them consumers read.
+type BrokerQueueCounts struct {
 	Broker string
 	// Readable is ReadQueues when the broker lets the topic be read, 0 otherwise: the queues a RocketMQ
 	// consumer subscribes to are ids 0 .. Readable-1.
@@ -63,16 +63,16 @@ type BrokerQueues struct {
 
 // Queues lists, per broker sorted by name, the queues consumers read: as RocketMQ clients'
 // topicRouteData2TopicSubscribeInfo, ids below readQueueNums of the brokers whose perm is readable.
-func (r *Route) Queues() []BrokerQueues {
-	out := make([]BrokerQueues, 0, len(r.QueueDatas))
+func (r *Route) Queues() []BrokerQueueCounts {
+	out := make([]BrokerQueueCounts, 0, len(r.QueueDatas))
 	for _, q := range r.QueueDatas {
-		b := BrokerQueues{Broker: q.BrokerName, ReadQueues: q.ReadQueueNums, Perm: q.Perm}
+		b := BrokerQueueCounts{Broker: q.BrokerName, ReadQueues: q.ReadQueueNums, Perm: q.Perm}
 		if q.Readable() {
 			b.Readable = q.ReadQueueNums
 		}
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b BrokerQueues) int { return strings.Compare(a.Broker, b.Broker) })
+	slices.SortFunc(out, func(a, b BrokerQueueCounts) int { return strings.Compare(a.Broker, b.Broker) })
 	return out
 }
 

@@ -23,7 +23,7 @@ func TestDecodeJavaRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := r.Queues()
-	want := []nameserver.BrokerQueues{
+	want := []nameserver.BrokerQueueCounts{
 		{Broker: "broker-a", Readable: 16, ReadQueues: 16, Perm: 6},
 		{Broker: "broker-b", Readable: 0, ReadQueues: 8, Perm: 2}, // write-only: consumers read none of it
 	}

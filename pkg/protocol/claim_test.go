@@ -36,7 +36,7 @@ func TestClaimRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := slices.Clone(tc.queues)
-			slices.SortFunc(want, CompareQueues)
+			slices.SortFunc(want, CompareCanonical)
 			if c.PodUID != "uid-1" || c.Acked != 7 || !slices.Equal(got, want) {
 				t.Fatalf("decoded uid %q acked %d, %d queues; want %d", c.PodUID, c.Acked, len(got), len(want))
 			}

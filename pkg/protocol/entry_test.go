@@ -51,7 +51,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := slices.Clone(queues)
-		slices.SortFunc(want, CompareQueues)
+		slices.SortFunc(want, CompareCanonical)
 		want = slices.Compact(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("round trip of %v gave %v", want, got)

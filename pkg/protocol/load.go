@@ -39,7 +39,7 @@ type BrokerLoads struct {
 
 // CheckLoad returns an error naming the first queue whose load is not a finite number of 0 or more.
 func CheckLoad(loads map[Queue]float64) error {
-	for _, q := range slices.SortedFunc(maps.Keys(loads), CompareQueues) {
+	for _, q := range slices.SortedFunc(maps.Keys(loads), CompareCanonical) {
 		if v := loads[q]; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("the load of %s is %v: want a finite number of 0 or more", q, v)
 		}
@@ -50,7 +50,7 @@ func CheckLoad(loads map[Queue]float64) error {
 // NewLoadReport builds the report of loads, each rounded to a few significant digits. loads must pass
 // CheckLoad.
 func NewLoadReport(loads map[Queue]float64) LoadReport {
-	sorted := slices.SortedFunc(maps.Keys(loads), CompareQueues)
+	sorted := slices.SortedFunc(maps.Keys(loads), CompareCanonical)
 	r := LoadReport{Version: LoadVersion, Queues: []BrokerLoads{}}
 	next := 0
 	for _, bq := range Compact(sorted) { // the groups' ids, in order, are sorted's next ones

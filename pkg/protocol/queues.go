@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// UnionQueues is the union of a and b, each sorted by CompareQueues without repeats, in that order. When
+// UnionQueues is the union of a and b, each sorted by CompareCanonical without repeats, in that order. When
 // one is empty it returns the other itself: the result may share memory with the inputs, so callers must
 // not modify it.
 func UnionQueues(a, b []Queue) []Queue {
@@ -20,10 +20,10 @@ func UnionQueues(a, b []Queue) []Queue {
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
-		case j == len(b) || i < len(a) && CompareQueues(a[i], b[j]) < 0:
+		case j == len(b) || i < len(a) && CompareCanonical(a[i], b[j]) < 0:
 			out = append(out, a[i])
 			i++
-		case i == len(a) || CompareQueues(a[i], b[j]) > 0:
+		case i == len(a) || CompareCanonical(a[i], b[j]) > 0:
 			out = append(out, b[j])
 			j++
 		default:
@@ -34,13 +34,13 @@ func UnionQueues(a, b []Queue) []Queue {
 	return out
 }
 
-// SubtractQueues is the queues of a that are not in b, each sorted by CompareQueues; nil when b holds
+// SubtractQueues is the queues of a that are not in b, each sorted by CompareCanonical; nil when b holds
 // every queue of a.
 func SubtractQueues(a, b []Queue) []Queue {
 	var out []Queue
 	j := 0
 	for _, q := range a {
-		for j < len(b) && CompareQueues(b[j], q) < 0 {
+		for j < len(b) && CompareCanonical(b[j], q) < 0 {
 			j++
 		}
 		if j == len(b) || b[j] != q {
@@ -68,8 +68,10 @@ func ParseQueue(s string) (Queue, error) {
 	return Queue{Topic: s[:j], Broker: s[j+1 : i], ID: int32(id)}, nil
 }
 
-// CompareQueues orders queues by topic, broker (byte order) and id: the order of entries and claims.
-func CompareQueues(a, b Queue) int {
+// CompareCanonical orders queues by topic, broker (byte order) and id: the canonical order of entries,
+// claims and load reports. The strategies work in RocketMQ's order instead (allocate.CompareRocketMQ,
+// names in UTF-16 order); the two differ only for names beyond the Basic Multilingual Plane.
+func CompareCanonical(a, b Queue) int {
 	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}

@@ -28,9 +28,9 @@ func Compact(queues []Queue) []BrokerQueues {
 	// Already sorted without duplicates, as the operator hands them, the queues are read as they are;
 	// otherwise a sorted copy is made, so the caller's list never changes.
 	sorted := queues
-	if !slices.IsSortedFunc(queues, func(a, b Queue) int { return cmp.Or(CompareQueues(a, b), -1) }) {
+	if !slices.IsSortedFunc(queues, func(a, b Queue) int { return cmp.Or(CompareCanonical(a, b), -1) }) {
 		sorted = slices.Clone(queues)
-		slices.SortFunc(sorted, CompareQueues)
+		slices.SortFunc(sorted, CompareCanonical)
 		sorted = slices.Compact(sorted)
 	}
 	groups := []BrokerQueues{}

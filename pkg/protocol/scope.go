@@ -84,7 +84,7 @@ func (s *Scope) maxEncodedLen(perQueue int) int {
 
 // Expanded is what a reader keeps of a list of queues: those in its Scope, and how many others it listed.
 type Expanded struct {
-	// Queues are the listed queues that are in the Scope, sorted by CompareQueues.
+	// Queues are the listed queues that are in the Scope, sorted by CompareCanonical.
 	Queues []Queue
 	// Outside counts the listed queues outside the Scope.
 	Outside int
