@@ -590,10 +590,35 @@ func durationOr(seconds *int32, def time.Duration) time.Duration {
 	return time.Duration(*seconds) * time.Second
 }
 
-// planHandoff decides what each member may read now (handoff) and at which generation.
+// planHandoff decides what each member may read now (handoff) and at which generation: it runs the
+// handoff, checks that a generation is left to publish, chooses it, and stamps the revocations the
+// handoff made with it. Each of those is a step of its own below.
 func (dc *decider) planHandoff() *problem {
+	h := handoff(dc.handoffInput())
+	dc.entries = h.entries
+	dc.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering, firstWithheld: h.firstWithheld}
+	dc.reportClaims(h.unreadableClaims)
+	if prob := generationsLeft(dc.floor); prob != nil {
+		return prob
+	}
+	dc.d.requeueAfter = sooner(dc.d.requeueAfter, h.requeueAfter)
+	if !dc.memberExpiry.IsZero() {
+		dc.d.lookAgainAt(dc.env.now, dc.memberExpiry)
+	}
+	next := &dc.next.assignment
+	var changed bool
+	next.generation, next.rebalancedAt, changed = dc.chooseGeneration()
+	if changed {
+		dc.next.rebalance = dc.countMoves(h.revokedFromMembers)
+	}
+	next.bookkeeping = stampRevocations(h.state, next.generation)
+	return nil
+}
+
+// handoffInput is what the handoff of this pass works from.
+func (dc *decider) handoffInput() handoffInput {
 	spec := dc.group.Spec.Handoff
-	h := handoff(handoffInput{
+	return handoffInput{
 		cooperative:   spec.Mode != v1alpha1.Immediate && dc.group.Spec.MessageModel != v1alpha1.Broadcasting,
 		revokeTimeout: durationOr(spec.RevokeTimeoutSeconds, defaultRevokeTimeout),
 		restartGrace:  durationOr(spec.RestartGraceSeconds, 0),
@@ -608,41 +633,48 @@ func (dc *decider) planHandoff() *problem {
 		scope:         dc.obs.scope,
 		unseenUntil:   dc.unseenUntil,
 		publications:  dc.obs.publications,
-	})
-	dc.entries = h.entries
-	dc.next.handoff = handoffReport{fenced: h.fenced, withheld: h.withheld, recovering: h.recovering, firstWithheld: h.firstWithheld}
-	dc.reportClaims(h.unreadableClaims)
-
-	if dc.floor > protocol.MaxGeneration-recoveryStep {
-		return &problem{v1alpha1.ReasonGenerationExhausted, fmt.Sprintf(
-			"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
-			dc.floor, protocol.MaxGeneration)}
 	}
-	next := &dc.next.assignment
+}
+
+// generationsLeft stops a pass whose next generation, above floor (the highest known), could come too
+// close to the largest a member accepts for a recovery to fit above it.
+func generationsLeft(floor int64) *problem {
+	if floor <= protocol.MaxGeneration-recoveryStep {
+		return nil
+	}
+	return &problem{v1alpha1.ReasonGenerationExhausted, fmt.Sprintf(
+		"the highest generation known is %d, too close to the largest a member accepts (%d) to publish another; the status or the objects naming it were edited. Delete and recreate the group to start again from 1",
+		floor, protocol.MaxGeneration)}
+}
+
+// chooseGeneration is the generation the entries are published at, when it was rebalanced, and whether
+// that is a new generation: the published one while the entries give every member what it gives them;
+// otherwise the next above everything known, or a recovery step above it when what was published was
+// lost. Entries that list queues the spec no longer has (a topic dropped, a broker turned read-only) are
+// published again without them, even where the plan gives each member the same queues of the spec.
+func (dc *decider) chooseGeneration() (generation int64, rebalancedAt time.Time, changed bool) {
 	pub := dc.obs.published
-	next.generation, next.rebalancedAt = pub.Generation, pub.RebalancedAt
-	// Entries that list queues the spec no longer has (a topic dropped, a broker turned read-only) are
-	// published again without them, even where the plan gives each member the same queues of the spec.
-	if !dc.trusted || !pub.Exists || pub.Outside > 0 || !dc.sameAsPublished() {
-		next.generation, next.rebalancedAt = dc.floor+1, dc.env.now.UTC().Truncate(time.Second)
-		if dc.d.report.tampered.lostPublished() {
-			next.generation = dc.floor + recoveryStep
-		}
-		dc.next.rebalance = dc.countMoves(h.revokedFromMembers)
+	if dc.trusted && pub.Exists && pub.Outside == 0 && dc.sameAsPublished() {
+		return pub.Generation, pub.RebalancedAt, false
 	}
-	next.bookkeeping = h.state
-	for i := range next.bookkeeping.Revocations {
-		if r := &next.bookkeeping.Revocations[i]; r.Generation == 0 {
-			r.Generation = next.generation
-		}
+	generation = dc.floor + 1
+	if dc.d.report.tampered.lostPublished() {
+		generation = dc.floor + recoveryStep
 	}
-	sortState(&next.bookkeeping)
+	return generation, dc.env.now.UTC().Truncate(time.Second), true
+}
 
-	dc.d.requeueAfter = sooner(dc.d.requeueAfter, h.requeueAfter)
-	if !dc.memberExpiry.IsZero() {
-		dc.d.lookAgainAt(dc.env.now, dc.memberExpiry)
+// stampRevocations is the handoff bookkeeping to publish at generation: the revocations the handoff made in
+// this pass (generation 0) take the generation that publishes them, whose acknowledgement ends them.
+func stampRevocations(state handoffState, generation int64) handoffState {
+	state.Revocations = slices.Clone(state.Revocations)
+	for i := range state.Revocations {
+		if r := &state.Revocations[i]; r.Generation == 0 {
+			r.Generation = generation
+		}
 	}
-	return nil
+	sortState(&state)
+	return state
 }
 
 // reportClaims reports the Leases whose claims cannot be read, which the handoff found; they, or else

@@ -411,3 +411,54 @@ func TestPlanHandoffKeepsASoonerLook(t *testing.T) {
 		t.Fatalf("after planHandoff the pass looks again after %v, want at most the 1s asked for before it", dc.d.requeueAfter)
 	}
 }
+
+func TestGenerationsLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		floor int64
+		stops bool
+	}{
+		{"nothing published yet", 0, false},
+		{"an ordinary generation", 41, false},
+		{"a recovery step still fits under the largest", protocol.MaxGeneration - recoveryStep, false},
+		{"a recovery step no longer fits", protocol.MaxGeneration - recoveryStep + 1, true},
+		{"the largest a member accepts", protocol.MaxGeneration, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prob := generationsLeft(tc.floor)
+			if (prob != nil) != tc.stops {
+				t.Fatalf("generationsLeft(%d) = %v, want a problem: %v", tc.floor, prob, tc.stops)
+			}
+			if prob != nil && (prob.Reason != v1alpha1.ReasonGenerationExhausted || !strings.Contains(prob.Message, fmt.Sprint(tc.floor))) {
+				t.Fatalf("the problem does not say the generations ran out at %d: %+v", tc.floor, prob)
+			}
+		})
+	}
+}
+
+func TestStampRevocations(t *testing.T) {
+	made := revocation{Pod: "b", UID: "uid-b"}
+	earlier := revocation{Pod: "a", UID: "uid-a", Generation: 3}
+	for _, tc := range []struct {
+		name  string
+		state handoffState
+		want  []revocation
+	}{
+		{"none", handoffState{}, nil},
+		{"one made by this pass takes the generation that publishes it", handoffState{Revocations: []revocation{made}},
+			[]revocation{{Pod: "b", UID: "uid-b", Generation: 7}}},
+		{"an earlier one keeps its generation, in generation order", handoffState{Revocations: []revocation{made, earlier}},
+			[]revocation{earlier, {Pod: "b", UID: "uid-b", Generation: 7}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := slices.Clone(tc.state.Revocations)
+			got := stampRevocations(tc.state, 7)
+			if !reflect.DeepEqual(got.Revocations, tc.want) {
+				t.Fatalf("stamped %+v, want %+v", got.Revocations, tc.want)
+			}
+			if !reflect.DeepEqual(tc.state.Revocations, before) {
+				t.Fatalf("the handoff's own state changed: %+v, was %+v", tc.state.Revocations, before)
+			}
+		})
+	}
+}
