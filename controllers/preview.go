@@ -64,7 +64,14 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 		return nil, err
 	}
 	strategy, prob := newStrategy(group)
-	dc := newDecider(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob})
+	return preview(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob}), nil
+}
+
+// preview is the Preview of group in the world obs, free of I/O: the published entries, the Leases and
+// the handoffs in flight as observed, and the strategy's target as the steps of a pass up to it compute
+// it (decider.planSteps).
+func preview(group *v1alpha1.ConsumerGroup, obs *observation, env decideEnv) *Preview {
+	dc := newDecider(group, obs, env)
 	pv := &Preview{Current: map[string][]allocate.Queue{}, Generation: obs.published.Generation, Leases: map[string]protocol.LeaseState{}}
 	for pod, e := range obs.published.Entries {
 		pv.Current[pod] = e.Queues
@@ -82,9 +89,9 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	}
 	for _, step := range dc.planSteps() {
 		if prob := step(); prob != nil {
-			// The problem is the preview's answer, as it is the Ready condition's, not a failure to compute it.
+			// The problem is the preview's answer, as it is the Ready condition's.
 			pv.Reason, pv.Message = prob.Reason, prob.Message
-			return pv, nil //nolint:nilerr
+			return pv
 		}
 	}
 	pv.Queues, pv.BrokerZones = dc.queues, dc.zones
@@ -93,5 +100,5 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 		pv.Members = append(pv.Members, PreviewMember{Member: m.Member, Pod: m.Pod})
 		pv.Target[m.Pod] = dc.target[m.ID]
 	}
-	return pv, nil
+	return pv
 }
