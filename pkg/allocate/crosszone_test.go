@@ -152,8 +152,10 @@ func TestMinCrossZoneCases(t *testing.T) {
 		{"no members", Input{Queues: q("broker-a", 3), BrokerZones: zones}, 0},
 	}
 	for _, c := range cases {
-		if got := MinCrossZone(c.in); got != c.want {
-			t.Errorf("%s: MinCrossZone = %d, want %d", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := MinCrossZone(c.in); got != c.want {
+				t.Errorf("MinCrossZone = %d, want %d", got, c.want)
+			}
+		})
 	}
 }

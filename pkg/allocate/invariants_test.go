@@ -214,48 +214,62 @@ func TestCompareUTF16MatchesDefinition(t *testing.T) {
 func TestEmptyInputsGiveEmptyPlans(t *testing.T) {
 	members := []Member{{ID: "b", Zone: "z"}, {ID: "a", Zone: "z"}}
 	queues := []Queue{{Topic: "T", Broker: "z-b", ID: 0}}
+	cases := []struct {
+		name string
+		in   Input
+	}{
+		{"members, no queues", Input{Members: members}},
+		{"queues, no members", Input{Queues: queues}},
+		{"neither", Input{}},
+	}
 	for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom, ByConfig} {
-		s := mustNew(t, name, Params{})
-		for _, in := range []Input{{Members: members}, {Queues: queues}, {}} {
-			plan, err := s.Allocate(in)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+		t.Run(string(name), func(t *testing.T) {
+			s := mustNew(t, name, Params{})
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					plan, err := s.Allocate(c.in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkEntryPerMember(t, c.in, plan)
+					for id, qs := range plan {
+						if qs == nil || len(qs) != 0 {
+							t.Fatalf("member %q got %v, want an empty non-nil list", id, qs)
+						}
+					}
+				})
 			}
-			checkEntryPerMember(t, in, plan)
-			for id, qs := range plan {
-				if qs == nil || len(qs) != 0 {
-					t.Fatalf("%s: member %q got %v, want an empty non-nil list", name, id, qs)
-				}
-			}
-		}
+		})
 	}
 }
 
 func TestParameterErrors(t *testing.T) {
 	cases := []struct {
-		name           Name
+		name           string
+		strategy       Name
 		p              Params
 		field, message string
 	}{
-		{ConsistentHash, Params{VirtualNodes: vnodes(-3)}, "virtualNodes", "must be >= 0, got -3"},
-		{MachineRoomNearby, Params{Inner: "X"}, "inner", `unknown strategy "X"`},
-		{MachineRoomNearby, Params{Inner: MachineRoomNearby}, "inner", "MachineRoomNearby cannot wrap itself"},
-		{MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(-1)}}, "innerParams.virtualNodes", "must be >= 0, got -1"},
-		{MachineRoomNearby, Params{Inner: Sticky, InnerParams: &Params{MaxSkew: -1}}, "innerParams.maxSkew", "must be 0 or more, got -1"},
-		{ByMachineRoom, Params{MachineRooms: []string{"ok", "a@b"}}, "machineRooms[1]", `"a@b" contains '@', which separates room from broker`},
-		{ByConfig, Params{Assignments: map[string][]Queue{"": nil}}, `assignments[""]`, "member id must not be empty"},
-		{Sticky, Params{MaxSkew: -2}, "maxSkew", "must be 0 or more, got -2"},
+		{"ConsistentHash, negative virtual nodes", ConsistentHash, Params{VirtualNodes: vnodes(-3)}, "virtualNodes", "must be >= 0, got -3"},
+		{"MachineRoomNearby, unknown inner strategy", MachineRoomNearby, Params{Inner: "X"}, "inner", `unknown strategy "X"`},
+		{"MachineRoomNearby wrapping itself", MachineRoomNearby, Params{Inner: MachineRoomNearby}, "inner", "MachineRoomNearby cannot wrap itself"},
+		{"MachineRoomNearby, inner ConsistentHash with negative virtual nodes", MachineRoomNearby, Params{Inner: ConsistentHash, InnerParams: &Params{VirtualNodes: vnodes(-1)}}, "innerParams.virtualNodes", "must be >= 0, got -1"},
+		{"MachineRoomNearby, inner Sticky with negative skew", MachineRoomNearby, Params{Inner: Sticky, InnerParams: &Params{MaxSkew: -1}}, "innerParams.maxSkew", "must be 0 or more, got -1"},
+		{"ByMachineRoom, a room containing @", ByMachineRoom, Params{MachineRooms: []string{"ok", "a@b"}}, "machineRooms[1]", `"a@b" contains '@', which separates room from broker`},
+		{"ByConfig, an empty member id", ByConfig, Params{Assignments: map[string][]Queue{"": nil}}, `assignments[""]`, "member id must not be empty"},
+		{"Sticky, negative skew", Sticky, Params{MaxSkew: -2}, "maxSkew", "must be 0 or more, got -2"},
 	}
 	for _, c := range cases {
-		_, err := New(c.name, c.p)
-		var pe *ParamError
-		if !errors.As(err, &pe) {
-			t.Errorf("New(%s, %+v) error = %v, want a *ParamError", c.name, c.p, err)
-			continue
-		}
-		if pe.Field != c.field || pe.Message != c.message || err.Error() != c.field+": "+c.message {
-			t.Errorf("New(%s, %+v) error = %#v (%q), want field %q, message %q", c.name, c.p, pe, err, c.field, c.message)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.strategy, c.p)
+			var pe *ParamError
+			if !errors.As(err, &pe) {
+				t.Fatalf("New(%s, %+v) error = %v, want a *ParamError", c.strategy, c.p, err)
+			}
+			if pe.Field != c.field || pe.Message != c.message || err.Error() != c.field+": "+c.message {
+				t.Errorf("New(%s, %+v) error = %#v (%q), want field %q, message %q", c.strategy, c.p, pe, err, c.field, c.message)
+			}
+		})
 	}
 	_, err := New("Nope", Params{})
 	var pe *ParamError
@@ -371,18 +385,31 @@ func TestByConfigStrict(t *testing.T) {
 }
 
 func TestByMachineRoomSplitSemantics(t *testing.T) {
-	cases := map[string]struct {
-		room string
-		ok   bool
+	cases := []struct {
+		name   string
+		broker string
+		room   string
+		ok     bool
 	}{
-		"idc@b": {"idc", true}, "idc@b@": {"idc", true}, "idc@b@@": {"idc", true}, "@b": {"", true},
-		"idc@": {}, "a@b@c": {}, "plain": {}, "": {}, "@": {}, "@@": {}, "idc@@b": {},
+		{"room and broker", "idc@b", "idc", true},
+		{"a trailing @", "idc@b@", "idc", true},
+		{"two trailing @", "idc@b@@", "idc", true},
+		{"an empty room", "@b", "", true},
+		{"no broker after the @", "idc@", "", false},
+		{"two separators", "a@b@c", "", false},
+		{"no separator", "plain", "", false},
+		{"an empty name", "", "", false},
+		{"a lone @", "@", "", false},
+		{"only @s", "@@", "", false},
+		{"a doubled separator", "idc@@b", "", false},
 	}
-	for broker, want := range cases {
-		room, ok := machineRoomOfBroker(broker)
-		if room != want.room || ok != want.ok {
-			t.Errorf("machineRoomOfBroker(%q) = %q, %v; want %q, %v", broker, room, ok, want.room, want.ok)
-		}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			room, ok := machineRoomOfBroker(c.broker)
+			if room != c.room || ok != c.ok {
+				t.Errorf("machineRoomOfBroker(%q) = %q, %v; want %q, %v", c.broker, room, ok, c.room, c.ok)
+			}
+		})
 	}
 }
 
@@ -452,37 +479,39 @@ func TestConsistentHashCustomHashAndCollisions(t *testing.T) {
 func TestStrategiesAreSafeForConcurrentUse(t *testing.T) {
 	small, large := benchInput(256, 16), benchInput(1024, 40)
 	for _, name := range Names() {
-		a, b := small, large
-		if name == ByMachineRoom {
-			a.Queues, b.Queues = roomPrefixedBrokers(a), roomPrefixedBrokers(b)
-		}
-		p := benchParams(b)[name]
-		want := []Plan{}
-		for _, in := range []Input{a, b} {
-			plan, err := mustNew(t, name, p).Allocate(in)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+		t.Run(string(name), func(t *testing.T) {
+			a, b := small, large
+			if name == ByMachineRoom {
+				a.Queues, b.Queues = roomPrefixedBrokers(a), roomPrefixedBrokers(b)
 			}
-			want = append(want, plan)
-		}
-		s := mustNew(t, name, p)
-		var wg sync.WaitGroup
-		for g := range 4 {
-			wg.Go(func() {
-				for i := range 6 {
-					k := (g + i) % 2
-					plan, err := s.Allocate([]Input{a, b}[k])
-					if err != nil {
-						t.Errorf("%s: %v", name, err)
-						return
-					}
-					if d := planDiff(plan, want[k]); d != "" {
-						t.Errorf("%s: %s", name, d)
-						return
-					}
+			p := benchParams(b)[name]
+			want := []Plan{}
+			for _, in := range []Input{a, b} {
+				plan, err := mustNew(t, name, p).Allocate(in)
+				if err != nil {
+					t.Fatal(err)
 				}
-			})
-		}
-		wg.Wait()
+				want = append(want, plan)
+			}
+			s := mustNew(t, name, p)
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range 6 {
+						k := (g + i) % 2
+						plan, err := s.Allocate([]Input{a, b}[k])
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d := planDiff(plan, want[k]); d != "" {
+							t.Error(d)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

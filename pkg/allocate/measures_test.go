@@ -49,13 +49,15 @@ func TestMoved(t *testing.T) {
 		{"before lists the queue twice: each listing counts", Plan{"a": mqs(0), "b": mqs(0)}, Plan{"a": {}, "b": {}, "c": mqs(0)}, 2},
 	}
 	for _, c := range cases {
-		// Map order varies between runs; the count must not.
-		for range 20 {
-			if got := Moved(c.before, c.after); got != c.want {
-				t.Errorf("%s: Moved = %d, want %d", c.name, got, c.want)
-				break
+		t.Run(c.name, func(t *testing.T) {
+			// Map order varies between runs; the count must not.
+			for range 20 {
+				if got := Moved(c.before, c.after); got != c.want {
+					t.Errorf("Moved = %d, want %d", got, c.want)
+					break
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -83,10 +85,12 @@ func TestFairShares(t *testing.T) {
 		{"no members", 5, nil, []int{}, []int{}},
 	}
 	for _, c := range cases {
-		floor, ceil := FairShares(c.queues, c.members)
-		if !slices.Equal(floor, c.floor) || !slices.Equal(ceil, c.ceil) {
-			t.Errorf("%s: FairShares = %v, %v, want %v, %v", c.name, floor, ceil, c.floor, c.ceil)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			floor, ceil := FairShares(c.queues, c.members)
+			if !slices.Equal(floor, c.floor) || !slices.Equal(ceil, c.ceil) {
+				t.Errorf("FairShares = %v, %v, want %v, %v", floor, ceil, c.floor, c.ceil)
+			}
+		})
 	}
 }
 
@@ -144,9 +148,11 @@ func TestLowerBound(t *testing.T) {
 		{"no members", mqs(0, 1, 2), nil, Plan{"a": mqs(0, 1, 2)}, 0},
 	}
 	for _, c := range cases {
-		if got := LowerBound(Input{Queues: c.queues, Members: c.members, Previous: c.previous}); got != c.want {
-			t.Errorf("%s: LowerBound = %d, want %d", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := LowerBound(Input{Queues: c.queues, Members: c.members, Previous: c.previous}); got != c.want {
+				t.Errorf("LowerBound = %d, want %d", got, c.want)
+			}
+		})
 	}
 }
 
@@ -166,9 +172,11 @@ func TestCountMoves(t *testing.T) {
 		{"nothing moved", Plan{"a": mqs(0, 1, 2, 3), "b": mqs(4, 5), "c": {}}, MoveCounts{}},
 	}
 	for _, c := range cases {
-		if got := CountMoves(in, c.plan); got != c.want {
-			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := CountMoves(in, c.plan); got != c.want {
+				t.Errorf("CountMoves = %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }
 
@@ -195,9 +203,11 @@ func TestBalanced(t *testing.T) {
 		{"queues but no members", mqs(0), nil, Plan{}, false},
 	}
 	for _, c := range cases {
-		if got := Balanced(Input{Queues: c.queues, Members: c.members}, c.plan); got != c.want {
-			t.Errorf("%s: Balanced = %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := Balanced(Input{Queues: c.queues, Members: c.members}, c.plan); got != c.want {
+				t.Errorf("Balanced = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
 
@@ -219,9 +229,11 @@ func TestCrossZone(t *testing.T) {
 		{"an entry that is no member", Plan{"x": {q("b1", 0)}}, 1},
 	}
 	for _, c := range cases {
-		if got := CrossZone(in, c.plan); got != c.want {
-			t.Errorf("%s: CrossZone = %d, want %d", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := CrossZone(in, c.plan); got != c.want {
+				t.Errorf("CrossZone = %d, want %d", got, c.want)
+			}
+		})
 	}
 }
 
@@ -246,13 +258,15 @@ func TestCheckPartition(t *testing.T) {
 			`the strategy gave T/b/0 to more than one member: "` + "\U0001F600" + `" and "` + "\uFF21" + `"`},
 	}
 	for _, c := range cases {
-		err := CheckPartition(queues, c.members, c.plan)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.want != "" && (err == nil || err.Error() != c.want):
-			t.Errorf("%s: error = %v, want %s", c.name, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckPartition(queues, c.members, c.plan)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("CheckPartition: %v, want no error", err)
+			case c.want != "" && (err == nil || err.Error() != c.want):
+				t.Errorf("error = %v, want %s", err, c.want)
+			}
+		})
 	}
 }
 
@@ -276,10 +290,12 @@ func TestQueueLoads(t *testing.T) {
 			map[Queue]float64{mq(0): 3, mq(1): 3}},
 	}
 	for _, c := range cases {
-		got := QueueLoads(Input{Queues: c.queues, QueueLoad: c.reports})
-		if !maps.Equal(got, c.want) {
-			t.Errorf("%s: QueueLoads = %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got := QueueLoads(Input{Queues: c.queues, QueueLoad: c.reports})
+			if !maps.Equal(got, c.want) {
+				t.Errorf("QueueLoads = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
 
@@ -349,13 +365,15 @@ func TestAchievableLevel(t *testing.T) {
 		{"no members", []float64{1}, 0, 0},
 	}
 	for _, c := range cases {
-		total := 0.0
-		for _, l := range c.loads {
-			total += l
-		}
-		if got := AchievableLevel(c.loads, total, float64(c.members), c.members); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("%s: AchievableLevel = %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			total := 0.0
+			for _, l := range c.loads {
+				total += l
+			}
+			if got := AchievableLevel(c.loads, total, float64(c.members), c.members); math.Abs(got-c.want) > 1e-12 {
+				t.Errorf("AchievableLevel = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
 

@@ -17,25 +17,27 @@ func TestMovesWhenOneMemberJoins(t *testing.T) {
 		joiner := Member{ID: fmt.Sprintf("10.0.0.%d@consumer-new", size.members/2), Zone: "zone-0"}
 		joined.Members = append(append([]Member{}, in.Members...), joiner)
 		for _, name := range []Name{Averagely, AveragelyByCircle, ConsistentHash, MachineRoomNearby, ByMachineRoom} {
-			s := mustNew(t, name, Params{MachineRooms: []string{"zone-0", "zone-1"}})
-			in, joined := in, joined
-			if name == ByMachineRoom {
-				in.Queues, joined.Queues = roomPrefixedBrokers(in), roomPrefixedBrokers(in)
-			}
-			before, err := s.Allocate(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, err := s.Allocate(joined)
-			if err != nil {
-				t.Fatal(err)
-			}
-			moved := Moved(before, after)
-			t.Logf("%s %dx%d +1 member: %d of %d queues moved (%.1f%%), the newcomer got %d",
-				name, size.queues, size.members, moved, size.queues, 100*float64(moved)/float64(size.queues), len(after[joiner.ID]))
-			if name == ConsistentHash && moved != len(after[joiner.ID]) {
-				t.Errorf("ConsistentHash moved %d queues but only %d went to the newcomer", moved, len(after[joiner.ID]))
-			}
+			t.Run(fmt.Sprintf("%s/%d queues, %d members", name, size.queues, size.members), func(t *testing.T) {
+				s := mustNew(t, name, Params{MachineRooms: []string{"zone-0", "zone-1"}})
+				in, joined := in, joined
+				if name == ByMachineRoom {
+					in.Queues, joined.Queues = roomPrefixedBrokers(in), roomPrefixedBrokers(in)
+				}
+				before, err := s.Allocate(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				after, err := s.Allocate(joined)
+				if err != nil {
+					t.Fatal(err)
+				}
+				moved := Moved(before, after)
+				t.Logf("%s %dx%d +1 member: %d of %d queues moved (%.1f%%), the newcomer got %d",
+					name, size.queues, size.members, moved, size.queues, 100*float64(moved)/float64(size.queues), len(after[joiner.ID]))
+				if name == ConsistentHash && moved != len(after[joiner.ID]) {
+					t.Errorf("ConsistentHash moved %d queues but only %d went to the newcomer", moved, len(after[joiner.ID]))
+				}
+			})
 		}
 	}
 }

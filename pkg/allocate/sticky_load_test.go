@@ -252,10 +252,18 @@ func TestStickyByLoadBeatsCountOnSkew(t *testing.T) {
 
 func TestStickyByLoadParameters(t *testing.T) {
 	bad := -0.5
-	for _, p := range []Params{{BalanceBy: "Bytes"}, {BalanceBy: BalanceByLoad, LoadTolerance: &bad}} {
-		if _, err := New(Sticky, p); err == nil {
-			t.Errorf("New(Sticky, %+v) accepted it", p)
-		}
+	for _, c := range []struct {
+		name string
+		p    Params
+	}{
+		{"unknown balanceBy", Params{BalanceBy: "Bytes"}},
+		{"negative load tolerance", Params{BalanceBy: BalanceByLoad, LoadTolerance: &bad}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := New(Sticky, c.p); err == nil {
+				t.Errorf("New(Sticky, %+v) accepted it", c.p)
+			}
+		})
 	}
 }
 
