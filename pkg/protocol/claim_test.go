@@ -50,17 +50,19 @@ func TestDecodeClaimRefusesBadInput(t *testing.T) {
 	w, _ := flate.NewWriter(&bomb, flate.BestCompression)
 	_, _ = w.Write(bytes.Repeat([]byte{' '}, 64<<20))
 	_ = w.Close()
-	for _, bad := range []string{
-		``,
-		`{}`,
-		`{"version":2,"podUID":"u","acked":1,"queues":[]}`,
-		`{"version":1,"podUID":"u","acked":-1,"queues":[]}`,
-		`{"version":1,"podUID":"u","acked":1,"queues":[{"topic":"t","broker":"b","ids":"9-3"}]}`,
-		`z:!!!`,
-		compressedMark + base64.StdEncoding.EncodeToString(bomb.Bytes()),
+	for _, tc := range []struct{ name, bad string }{
+		{"empty", ``},
+		{"no version", `{}`},
+		{"an unknown version", `{"version":2,"podUID":"u","acked":1,"queues":[]}`},
+		{"a negative acknowledged generation", `{"version":1,"podUID":"u","acked":-1,"queues":[]}`},
+		{"a descending id range", `{"version":1,"podUID":"u","acked":1,"queues":[{"topic":"t","broker":"b","ids":"9-3"}]}`},
+		{"compressed, not base64", `z:!!!`},
+		{"compressed, inflating past the bound", compressedMark + base64.StdEncoding.EncodeToString(bomb.Bytes())},
 	} {
-		if _, _, err := DecodeClaim(bad); err == nil {
-			t.Errorf("DecodeClaim(%.60q) accepted bad input", bad)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := DecodeClaim(tc.bad); err == nil {
+				t.Errorf("DecodeClaim(%.60q) accepted bad input", tc.bad)
+			}
+		})
 	}
 }

@@ -64,25 +64,27 @@ func TestEntryRoundTrip(t *testing.T) {
 
 func TestDecodeEntryRefusesBadInput(t *testing.T) {
 	valid := string(NewEntry("m", "u", 1, []Queue{q("t", "b", 1), q("t", "b", 2)}).Encode())
-	for _, bad := range []string{
-		`not json`,
-		`{"version":2,"generation":1,"member":"m","queues":[]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"3-1"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"x"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"-1"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":""}]}`,
+	for _, tc := range []struct{ name, bad string }{
+		{"not JSON", `not json`},
+		{"an unknown version", `{"version":2,"generation":1,"member":"m","queues":[]}`},
+		{"a descending id range", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"3-1"}]}`},
+		{"an id that is not a number", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"x"}]}`},
+		{"a negative id", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"-1"}]}`},
+		{"no ids", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":""}]}`},
 		// Overlapping or descending ranges, repeated groups, ids past the bound: a reader's work stays bounded.
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-5,3"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"4,2"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0"},{"topic":"t","broker":"b","ids":"1"}]}`,
-		`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-2147483647"}]}`,
+		{"overlapping ranges", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-5,3"}]}`},
+		{"descending ids", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"4,2"}]}`},
+		{"a repeated group", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0"},{"topic":"t","broker":"b","ids":"1"}]}`},
+		{"ids past the bound", `{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-2147483647"}]}`},
 		// Hand edits: the queues or the member changed, the checksum not.
-		strings.Replace(valid, `"ids":"1-2"`, `"ids":"1-3"`, 1),
-		strings.Replace(valid, `"member":"m"`, `"member":"n"`, 1),
+		{"queues edited, checksum not", strings.Replace(valid, `"ids":"1-2"`, `"ids":"1-3"`, 1)},
+		{"member edited, checksum not", strings.Replace(valid, `"member":"m"`, `"member":"n"`, 1)},
 	} {
-		if _, _, err := DecodeEntry([]byte(bad)); err == nil {
-			t.Errorf("DecodeEntry(%s) accepted bad input", bad)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := DecodeEntry([]byte(tc.bad)); err == nil {
+				t.Errorf("DecodeEntry(%s) accepted bad input", tc.bad)
+			}
+		})
 	}
 	// A protocol-1 operator's entry has neither pod UID nor checksum, and is read.
 	if _, got, err := DecodeEntry([]byte(`{"version":1,"generation":1,"member":"m","queues":[{"topic":"t","broker":"b","ids":"0-1"}]}`)); err != nil || len(got) != 2 {

@@ -51,24 +51,31 @@ func TestLoadReportRoundTrip(t *testing.T) {
 }
 
 func TestLoadReportRefusesBadInput(t *testing.T) {
-	for _, bad := range []string{
-		``,
-		`{"version":2,"queues":[]}`,
-		`{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0-2","loads":[1,2]}]}`,
-		`{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0","loads":[-1]}]}`,
-		`{"version":1,"queues":[{"topic":"t","broker":"b","ids":"3-1","loads":[1,1,1]}]}`,
-		`{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0","loads":[1]},{"topic":"t","broker":"b","ids":"1","loads":[1]}]}`,
-		`z:!!!`,
+	for _, tc := range []struct{ name, bad string }{
+		{"empty", ``},
+		{"an unknown version", `{"version":2,"queues":[]}`},
+		{"fewer loads than ids", `{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0-2","loads":[1,2]}]}`},
+		{"a negative load", `{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0","loads":[-1]}]}`},
+		{"a descending id range", `{"version":1,"queues":[{"topic":"t","broker":"b","ids":"3-1","loads":[1,1,1]}]}`},
+		{"a repeated group", `{"version":1,"queues":[{"topic":"t","broker":"b","ids":"0","loads":[1]},{"topic":"t","broker":"b","ids":"1","loads":[1]}]}`},
+		{"compressed, not base64", `z:!!!`},
 	} {
-		if _, err := DecodeLoad(bad); err == nil {
-			t.Errorf("DecodeLoad(%.60q) accepted bad input", bad)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeLoad(tc.bad); err == nil {
+				t.Errorf("DecodeLoad(%.60q) accepted bad input", tc.bad)
+			}
+		})
 	}
-	for _, v := range []float64{-1, math.NaN(), math.Inf(1)} {
-		err := CheckLoad(map[Queue]float64{q("t", "b", 0): 1, q("t", "b", 4): v})
-		if err == nil || !strings.Contains(err.Error(), "t/b/4") {
-			t.Errorf("CheckLoad with a load of %v: %v, want an error naming t/b/4", v, err)
-		}
+	for _, tc := range []struct {
+		name string
+		v    float64
+	}{{"negative", -1}, {"NaN", math.NaN()}, {"infinite", math.Inf(1)}} {
+		t.Run("CheckLoad, "+tc.name, func(t *testing.T) {
+			err := CheckLoad(map[Queue]float64{q("t", "b", 0): 1, q("t", "b", 4): tc.v})
+			if err == nil || !strings.Contains(err.Error(), "t/b/4") {
+				t.Errorf("CheckLoad with a load of %v: %v, want an error naming t/b/4", tc.v, err)
+			}
+		})
 	}
 	if err := CheckLoad(maps.Clone(map[Queue]float64{q("t", "b", 0): 0})); err != nil {
 		t.Errorf("CheckLoad refused a load of 0: %v", err)

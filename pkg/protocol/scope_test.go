@@ -247,13 +247,25 @@ func FuzzDecodeEntryIn(f *testing.F) {
 }
 
 func TestStopsWithinIsBounded(t *testing.T) {
-	for raw, want := range map[string]time.Duration{
-		"6": 6 * time.Second, "300": 300 * time.Second, "301": 0, "0": 0, "-3": 0, "": 0, "6s": 0, "1e9": 0,
+	for _, tc := range []struct {
+		name, raw string
+		want      time.Duration
+	}{
+		{"seconds", "6", 6 * time.Second},
+		{"the bound", "300", 300 * time.Second},
+		{"past the bound", "301", 0},
+		{"zero", "0", 0},
+		{"negative", "-3", 0},
+		{"empty", "", 0},
+		{"with a unit", "6s", 0},
+		{"in exponent notation", "1e9", 0},
 	} {
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{StopsWithinAnnotation: raw}}}
-		if got := ReadLease(lease).StopsWithin; got != want {
-			t.Errorf("stops-within-seconds %q reads as %v, want %v", raw, got, want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{StopsWithinAnnotation: tc.raw}}}
+			if got := ReadLease(lease).StopsWithin; got != tc.want {
+				t.Errorf("stops-within-seconds %q reads as %v, want %v", tc.raw, got, tc.want)
+			}
+		})
 	}
 	m := MemberLease{Group: "g", Pod: "p", PodUID: "u", Member: "p", Duration: time.Minute, StopsWithin: 5500 * time.Millisecond}
 	if got := ReadLease(m.Apply(nil, "ns", nil, nil)).StopsWithin; got != 6*time.Second {
