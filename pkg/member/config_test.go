@@ -40,9 +40,17 @@ func TestConfigFromEnv(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), member.EnvPodUID) || !strings.Contains(err.Error(), member.EnvConsumerGroup) {
 		t.Fatalf("ConfigFromEnv without POD_UID and CONSUMER_GROUP returned %v, want an error naming both", err)
 	}
-	for _, d := range []time.Duration{1500 * time.Millisecond, 2 * time.Hour} {
-		if _, err := member.New(nil, member.Config{Namespace: "shop", Group: "orders", Pod: "p", PodUID: "u", LeaseDuration: d}); err == nil {
-			t.Errorf("New accepted a lease duration of %v", d)
-		}
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"lease duration not in whole seconds", 1500 * time.Millisecond},
+		{"lease duration past the maximum", 2 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := member.New(nil, member.Config{Namespace: "shop", Group: "orders", Pod: "p", PodUID: "u", LeaseDuration: tc.d}); err == nil {
+				t.Errorf("New accepted a lease duration of %v", tc.d)
+			}
+		})
 	}
 }
