@@ -92,18 +92,21 @@ func TestParseEgress(t *testing.T) {
 		t.Errorf("parsed %+v", e)
 	}
 	for _, bad := range []struct {
+		name  string
 		cidrs []string
 		ports []int32
 	}{
-		{[]string{"10.0.0.0"}, nil},
-		{[]string{"10.0.0.0/33"}, nil},
-		{[]string{"example.com/8"}, nil},
-		{[]string{"10.0.0.0/8"}, []int32{0}},
-		{[]string{"10.0.0.0/8"}, []int32{65536}},
+		{"an address without a prefix length", []string{"10.0.0.0"}, nil},
+		{"a prefix length past 32", []string{"10.0.0.0/33"}, nil},
+		{"a host name", []string{"example.com/8"}, nil},
+		{"port 0", []string{"10.0.0.0/8"}, []int32{0}},
+		{"a port past 65535", []string{"10.0.0.0/8"}, []int32{65536}},
 	} {
-		if _, err := nameserver.ParseEgress(bad.cidrs, bad.ports); err == nil {
-			t.Errorf("ParseEgress(%v, %v) accepted", bad.cidrs, bad.ports)
-		}
+		t.Run(bad.name, func(t *testing.T) {
+			if _, err := nameserver.ParseEgress(bad.cidrs, bad.ports); err == nil {
+				t.Errorf("ParseEgress(%v, %v) accepted", bad.cidrs, bad.ports)
+			}
+		})
 	}
 }
 
@@ -169,11 +172,14 @@ func TestNotAllowedDialsNothing(t *testing.T) {
 			t.Fatalf("dialled: %v; errors %v", called, errs)
 		}
 	})
-	for _, addr := range []string{nsrv.Addr, byName} {
-		t.Run("allowed: "+addr, func(t *testing.T) {
+	for _, tc := range []struct{ name, addr string }{
+		{"allowed: an IP literal", nsrv.Addr},
+		{"allowed: a name resolving to loopback", byName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := &nameserver.Client{Egress: egress(t, []string{"127.0.0.0/8"}, []int32{int32(mustAtoi(t, port))}), Timeout: time.Second}
-			answers, by, errs := c.Routes(context.Background(), []string{addr}, []string{"orders"})
-			if len(errs) != 0 || by != addr || answers["orders"].Route == nil {
+			answers, by, errs := c.Routes(context.Background(), []string{tc.addr}, []string{"orders"})
+			if len(errs) != 0 || by != tc.addr || answers["orders"].Route == nil {
 				t.Fatalf("answers %v by %q, errors %v", answers, by, errs)
 			}
 		})

@@ -33,16 +33,21 @@ func TestFrameRoundTrip(t *testing.T) {
 func TestReadFrameRefusesBadFrames(t *testing.T) {
 	frame := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
-	for name, in := range map[string][]byte{
-		"too long":          u32(nameserver.MaxFrame + 1),
-		"too short":         u32(2),
-		"header past frame": frame(u32(8), u32(100), []byte("{}{}")),
-		"binary header":     frame(u32(6), u32(1<<24|2), []byte("{}")),
-		"header not JSON":   frame(u32(6), u32(2), []byte("{[")),
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"too long", u32(nameserver.MaxFrame + 1)},
+		{"too short", u32(2)},
+		{"header past frame", frame(u32(8), u32(100), []byte("{}{}"))},
+		{"binary header", frame(u32(6), u32(1<<24|2), []byte("{}"))},
+		{"header not JSON", frame(u32(6), u32(2), []byte("{["))},
 	} {
-		if _, _, err := nameserver.ReadFrame(bytes.NewReader(in), 0); !errors.Is(err, nameserver.ErrGarbled) {
-			t.Errorf("%s: %v, want a garbled frame", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := nameserver.ReadFrame(bytes.NewReader(tc.in), 0); !errors.Is(err, nameserver.ErrGarbled) {
+				t.Errorf("%v, want a garbled frame", err)
+			}
+		})
 	}
 	if _, _, err := nameserver.ReadFrame(bytes.NewReader(u32(100)), 0); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("truncated: %v", err)

@@ -98,26 +98,28 @@ func TestRoutesFromHostileNameServers(t *testing.T) {
 		// is cut off all the same.
 		{"drip", rocketmqstandin.Drip, 20 * time.Millisecond, nameserver.ReasonTimeout},
 	} {
-		nsrv := rocketmqstandin.Start(t)
-		nsrv.SetTopic("orders", rocketmqstandin.Broker{Name: "broker-a", Queues: 8})
-		nsrv.SetMode(tc.mode)
-		nsrv.SetDelay(tc.delay)
-		c := &nameserver.Client{Timeout: 300 * time.Millisecond}
-		var (
-			answers map[string]nameserver.Answer
-			errs    []*nameserver.Error
-		)
-		start := time.Now()
-		alloc := allocated(func() { answers, _, errs = c.Routes(context.Background(), []string{nsrv.Addr}, []string{"orders"}) })
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("%s: took %v, want at most the 300ms timeout", tc.name, took)
-		}
-		if len(answers) != 0 || len(errs) != 1 || errs[0].Reason != tc.reason {
-			t.Errorf("%s: answers %v, errors %v; want %s", tc.name, answers, errs, tc.reason)
-		}
-		if alloc > 256<<10 {
-			t.Errorf("%s: allocated %d bytes", tc.name, alloc)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			nsrv := rocketmqstandin.Start(t)
+			nsrv.SetTopic("orders", rocketmqstandin.Broker{Name: "broker-a", Queues: 8})
+			nsrv.SetMode(tc.mode)
+			nsrv.SetDelay(tc.delay)
+			c := &nameserver.Client{Timeout: 300 * time.Millisecond}
+			var (
+				answers map[string]nameserver.Answer
+				errs    []*nameserver.Error
+			)
+			start := time.Now()
+			alloc := allocated(func() { answers, _, errs = c.Routes(context.Background(), []string{nsrv.Addr}, []string{"orders"}) })
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("took %v, want at most the 300ms timeout", took)
+			}
+			if len(answers) != 0 || len(errs) != 1 || errs[0].Reason != tc.reason {
+				t.Errorf("answers %v, errors %v; want %s", answers, errs, tc.reason)
+			}
+			if alloc > 256<<10 {
+				t.Errorf("allocated %d bytes", alloc)
+			}
+		})
 	}
 }
 

@@ -36,19 +36,21 @@ func TestDecodeJavaRoute(t *testing.T) {
 }
 
 func TestDecodeRouteRefusesWhatIsOutOfBounds(t *testing.T) {
-	for name, body := range map[string]string{
-		"not JSON":        `{"queueDatas":[`,
-		"negative queues": `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":-1}]}`,
-		"too many queues": `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":65537}]}`,
-		"empty broker":    `{"queueDatas":[{"brokerName":"","perm":6,"readQueueNums":1}]}`,
-		"broker twice":    `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":1},{"brokerName":"b","perm":6,"readQueueNums":2}]}`,
-		"bad perm":        `{"queueDatas":[{"brokerName":"b","perm":64,"readQueueNums":1}]}`,
-		"control char":    `{"queueDatas":[{"brokerName":"b\u0000","perm":6,"readQueueNums":1}]}`,
-		"wrong type":      `{"queueDatas":[{"brokerName":7,"perm":6,"readQueueNums":1}]}`,
+	for _, tc := range []struct{ name, body string }{
+		{"not JSON", `{"queueDatas":[`},
+		{"negative queues", `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":-1}]}`},
+		{"too many queues", `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":65537}]}`},
+		{"empty broker", `{"queueDatas":[{"brokerName":"","perm":6,"readQueueNums":1}]}`},
+		{"broker twice", `{"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":1},{"brokerName":"b","perm":6,"readQueueNums":2}]}`},
+		{"bad perm", `{"queueDatas":[{"brokerName":"b","perm":64,"readQueueNums":1}]}`},
+		{"control char", `{"queueDatas":[{"brokerName":"b\u0000","perm":6,"readQueueNums":1}]}`},
+		{"wrong type", `{"queueDatas":[{"brokerName":7,"perm":6,"readQueueNums":1}]}`},
 	} {
-		if _, err := nameserver.DecodeRoute([]byte(body)); !errors.Is(err, nameserver.ErrGarbled) {
-			t.Errorf("%s: %v, want a garbled route", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := nameserver.DecodeRoute([]byte(tc.body)); !errors.Is(err, nameserver.ErrGarbled) {
+				t.Errorf("%v, want a garbled route", err)
+			}
+		})
 	}
 	var many bytes.Buffer
 	many.WriteString(`{"queueDatas":[`)
