@@ -10,13 +10,32 @@
 # clone finds them built, and a change of the pins builds anew. The cache is
 # $CONSUMERGROUP_CACHE_DIR, else the user cache directory ($XDG_CACHE_HOME or ~/.cache)/consumergroup-operator;
 # when it cannot be written, bin/ of the checkout.
+#
+# They are built for a local cluster, to start soon, not to run fast: -gcflags "$gcflags" (below) compiles
+# without inlining and without debug information, a third less compiler time on a cold build; the flags
+# are part of the digest, so a changed recipe builds anew. `hack/envtest-bins.sh -gcflags` prints them, for
+# builds that want to share compiled packages with these through Go's build cache (hack/run.sh).
+#
+# When $ENVTEST_BINS_SHARED names a file, it is created once the Kubernetes build has compiled the packages
+# most other builds share with it (the standard library, k8s.io/api, apimachinery, client-go), or when this
+# script ends, whichever comes first: a build started then finds them in Go's build cache instead of
+# compiling them a second time at the same moment, which on two cores costs as long as it takes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/hack/envtest-bins"
 version=$(awk '($1 == "k8s.io/kubernetes" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "k8s.io/kubernetes") {print $3}' "$mod/go.mod" | head -1)
 version=${version#v}
 kwok_version=v0.8.0
-digest=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "sigs.k8s.io/kwok $kwok_version") | sha256sum | cut -c1-12)
+gcflags="all=-l -dwarf=false"
+if [[ ${1:-} == -gcflags ]]; then
+  echo "$gcflags"
+  exit 0
+fi
+shared_mark=${ENVTEST_BINS_SHARED:-}
+if [[ -n $shared_mark && $shared_mark != /* ]]; then shared_mark="$PWD/$shared_mark"; fi
+mark_shared() { if [[ -n $shared_mark ]]; then touch "$shared_mark" || true; fi; }
+digest=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "sigs.k8s.io/kwok $kwok_version"; echo "-gcflags $gcflags") |
+  sha256sum | cut -c1-12)
 
 cache=${CONSUMERGROUP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/consumergroup-operator}
 if ! mkdir -p "$cache/k8s" 2>/dev/null || [[ ! -w "$cache/k8s" ]]; then
@@ -30,6 +49,7 @@ complete() {
   for name in "${binaries[@]}"; do [[ -x "$1/$name" ]] || return 1; done
 }
 if complete "$dir"; then
+  mark_shared
   echo "$dir"
   exit 0
 fi
@@ -43,45 +63,59 @@ done
 # never sees half a set.
 tmp=$(mktemp -d "$cache/k8s/.build-XXXXXX")
 chmod 755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-# progress NAME TOTAL passes go build -v's output through: it counts the package lines (import paths,
-# printed as each is compiled) and says every 250 how far NAME has got; anything else (errors) is passed on.
+trap 'rm -rf "$tmp"; mark_shared' EXIT
+# The Kubernetes build has compiled the packages others share with it once it has compiled this many (its
+# order puts the standard library, k8s.io/api, apimachinery and client-go in its first 1,000 of 2,744).
+shared_after=1200
+kwok_mark="$tmp/.shared"
+# progress NAME TOTAL [MARK...] passes go build -v's output through: it counts the package lines (import
+# paths, printed as each is compiled) and says every 250 how far NAME has got, and creates the MARK files
+# once $shared_after are compiled; anything else (errors) is passed on.
 progress() {
-  awk -v name="$1" -v total="$2" '
-    /^[^ :#]+$/ { n++; if (n % 250 == 0) { printf "  %s: %d of at most %d packages compiled\n", name, n, total > "/dev/stderr"; fflush("/dev/stderr") } ; next }
-    { print > "/dev/stderr" }'
+  local name=$1 total=$2
+  shift 2
+  awk -v name="$name" -v total="$total" -v after="$shared_after" '
+    /^[^ :#]+$/ {
+      n++
+      if (n % 250 == 0) { printf "  %s: %d of at most %d packages compiled\n", name, n, total > "/dev/stderr"; fflush("/dev/stderr") }
+      if (n == after) { print "shared"; fflush() }
+      next
+    }
+    { print > "/dev/stderr" }' |
+    while read -r _; do touch "$@" || true; done
 }
-# build NAME DIR OUT PACKAGES... builds PACKAGES of the module in DIR into OUT (a file, or a directory
-# ending in / for several), with a progress line now and then.
-build() {
-  local name=$1 moddir=$2 out=$3
-  shift 3
-  local total
-  total=$(cd "$moddir" && go list -deps "$@" | wc -l)
-  echo "building $name into $dir ($total packages at most; the Go build cache skips those built before)" >&2
-  (cd "$moddir" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$out" "$@" 2>&1 | progress "$name" "$total")
+# The four Kubernetes commands and etcd (whose module's version the same go.mod pins) are one go build:
+# Go compiles each package once per process, so the packages they share (nearly all of etcd's) are
+# compiled once, not once by each of two builds running side by side; the five link in parallel.
+name="kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes v$version) and etcd"
+pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3)
+total=$(cd "$mod" && go list -deps "${pkgs[@]}" | wc -l)
+echo "building $name into $dir ($total packages at most; the Go build cache skips those built before)" >&2
+(
+  cd "$mod"
+  CGO_ENABLED=0 go build -v -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1 |
+    progress "Kubernetes and etcd" "$total" "$kwok_mark" ${shared_mark:+"$shared_mark"}
+  # go build names a command after its import path's last element before a major version: server/v3, server.
+  mv "$tmp/server" "$tmp/etcd"
   echo "built $name" >&2
-}
-# The three builds run side by side: each one's single-threaded phases (linking, a package every other
-# one waits for) leave a core free for the others. The four Kubernetes commands are one build, so the
-# packages they share are compiled once and linked four times in parallel.
-build "kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes v$version)" "$mod" "$tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl &
+) &
 k8s=$!
-build etcd "$mod" "$tmp/etcd" go.etcd.io/etcd/server/v3 &
-etcd=$!
 # kwok's stages (how nodes and pods move through their lives) ship in its module: the cluster uses its
 # fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary. go install
-# with a version builds kwok with its own module's requirements, apart from Kubernetes' pins.
+# with a version builds kwok with its own module's requirements, apart from Kubernetes' pins. It starts
+# once the Kubernetes build has compiled what kwok shares with it (the standard library, mostly), and
+# fills the cores while that build waits on one package or links.
 (
+  while [[ ! -e $kwok_mark ]] && kill -0 "$k8s" 2>/dev/null; do sleep 1; done
   echo "building kwok (sigs.k8s.io/kwok $kwok_version) into $dir" >&2
-  cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+  cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -gcflags "$gcflags" -ldflags "-s -w" \
+    "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
   echo "built kwok" >&2
 ) &
 kwok=$!
 failed=0
-for pid in "$k8s" "$etcd" "$kwok"; do
+for pid in "$k8s" "$kwok"; do
   wait "$pid" || failed=1
 done
 if (( failed )); then
@@ -94,6 +128,7 @@ stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-
   pod/general/pod-init-container-completed.yaml pod/general/pod-ready.yaml pod/general/pod-complete.yaml
   pod/general/pod-delete.yaml)
 for stage in "${stages[@]}"; do cat "$src/kustomize/stage/$stage"; echo "---"; done > "$tmp/kwok-stages.yaml"
+rm -f "$kwok_mark"
 if ! mv -T "$tmp" "$dir" 2>/dev/null && ! complete "$dir"; then
   echo "could not move the binaries into $dir" >&2
   exit 1

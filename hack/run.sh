@@ -4,18 +4,27 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# The demo and the kubectl plugin build while the cluster's binaries do (hack/envtest-bins.sh): their
-# modules download while Kubernetes compiles, and built as the cluster's binaries are (CGO_ENABLED=0,
-# -trimpath), they share the compiled packages both need through Go's build cache.
+# The demo and the kubectl plugin build while the cluster's binaries do (hack/envtest-bins.sh). Built as
+# the cluster's binaries are (CGO_ENABLED=0, -trimpath, the same -gcflags), they share the compiled
+# packages both need (the standard library, k8s.io/api, apimachinery, client-go: three quarters of the
+# demo's) through Go's build cache. Their modules download at once, while Kubernetes compiles; they
+# compile once envtest-bins.sh says it has compiled the shared packages ($ENVTEST_BINS_SHARED), so that
+# the two builds do not compile the same packages at the same time, and fill the cores while the cluster's
+# binaries link.
 mkdir -p bin/localdev
 build_log=bin/localdev/build.log
+shared=bin/localdev/.envtest-bins-shared
+rm -f "$shared"
+gcflags=$(hack/envtest-bins.sh -gcflags)
 (
-  CGO_ENABLED=0 go build -trimpath -o bin/localdev/localdev ./hack/localdev &&
-    CGO_ENABLED=0 go build -trimpath -o bin/kubectl-cg ./cmd/kubectl-cg
+  go list -deps ./hack/localdev ./cmd/kubectl-cg > /dev/null &&
+    while [[ ! -e $shared ]]; do sleep 1; done &&
+    CGO_ENABLED=0 go build -trimpath -gcflags "$gcflags" -o bin/localdev/localdev ./hack/localdev &&
+    CGO_ENABLED=0 go build -trimpath -gcflags "$gcflags" -o bin/kubectl-cg ./cmd/kubectl-cg
 ) > "$build_log" 2>&1 &
 builds=$!
 echo "Building the demo (bin/localdev/localdev) and the kubectl plugin (bin/kubectl-cg) beside the cluster's binaries"
-assets=$(hack/envtest-bins.sh)
+assets=$(ENVTEST_BINS_SHARED="$shared" hack/envtest-bins.sh)
 kubectl="$assets/kubectl"
 
 config=${KUBECONFIG:-$HOME/.kube/config}
