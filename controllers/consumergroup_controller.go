@@ -103,15 +103,15 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
 		return r.retry(ctx, req.NamespacedName, "routes", err)
 	}
-	// The plan's group: the spec's topics, the discovered ones with the routes in force.
-	planned := plannedGroup(&group, group.Status.Routes)
-	obs, err := r.observe(ctx, planned, now)
+	// What the pass plans with: the spec's topics, the discovered ones with the routes in force.
+	topo := topologyOf(&group, group.Status.Routes)
+	obs, err := r.observe(ctx, &group, topo, now)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
-	strategy, prob := r.strategies.get(planned)
-	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), strategy: strategy, strategyProblem: prob}
-	d := decide(planned, obs, env)
+	strategy, prob := r.strategies.get(&group)
+	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), topology: topo, strategy: strategy, strategyProblem: prob}
+	d := decide(&group, obs, env)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
@@ -140,7 +140,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
-	r.metrics.record(planned, oldStatus, &group.Status, obs, d, now)
+	r.metrics.record(&group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not; so
 	// does the next read of the routes.
 	return ctrl.Result{RequeueAfter: sooner(d.requeueAfter, routes.requeueAfter)}, nil

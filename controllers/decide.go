@@ -25,10 +25,11 @@ import (
 const recoveryStep = 100
 
 // decideEnv is what a decision depends on besides the group and the world: the time, how far clocks may
-// differ, and the group's strategy (or why it cannot be built).
+// differ, the group's topology (topologyOf) and its strategy (or why it cannot be built).
 type decideEnv struct {
 	now             time.Time
 	maxSkew         time.Duration
+	topology        topology
 	strategy        allocate.Strategy
 	strategyProblem *problem
 }
@@ -367,12 +368,12 @@ func (dc *decider) findMembers() *problem {
 	return prob
 }
 
-// listQueues lists every queue the spec names, in RocketMQ's order (topic, then broker, by UTF-16 order,
+// listQueues lists every queue of the topology, in RocketMQ's order (topic, then broker, by UTF-16 order,
 // then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
 // from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
 func (dc *decider) listQueues() *problem {
 	n := 0
-	topics := slices.Clone(dc.group.Spec.Topics)
+	topics := slices.Clone(dc.env.topology)
 	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
 	for i, t := range topics {
 		topics[i].Brokers = slices.Clone(t.Brokers)

@@ -37,7 +37,7 @@ func BenchmarkDecideSteadyLargeGroup(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		obs.setPublished(protocol.ReadPublished("g", obs.index, obs.shards))
-		d := decide(group, obs, decideEnv{now: t0.Add(time.Second), maxSkew: time.Second, strategy: e.strategy})
+		d := decide(group, obs, decideEnv{now: t0.Add(time.Second), maxSkew: time.Second, topology: topologyOf(group, nil), strategy: e.strategy})
 		if len(d.write.configMaps) != 0 {
 			b.Fatal("steady state wrote")
 		}

@@ -96,7 +96,7 @@ func lease(pod string, acked int64, claim []allocate.Queue, renewed time.Time) p
 func env(group *v1alpha1.ConsumerGroup, now time.Time) decideEnv {
 	var c strategyCache
 	s, prob := c.get(group)
-	return decideEnv{now: now, maxSkew: time.Second, strategy: s, strategyProblem: prob}
+	return decideEnv{now: now, maxSkew: time.Second, topology: topologyOf(group, group.Status.Routes), strategy: s, strategyProblem: prob}
 }
 
 // world is an observation of pods and Leases, with nothing published.

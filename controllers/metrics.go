@@ -87,9 +87,9 @@ type groupMetrics struct {
 
 // record sets the group's metrics after a pass that published d (or kept what was published); old is the
 // status before the pass, status after it.
-func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision, now time.Time) {
+func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, topo topology, old, status *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision, now time.Time) {
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
-	recordGauges(l, group, status, d)
+	recordGauges(l, topo, status, d)
 	recordConditions(group, status)
 	fencedTotal.With(l).Add(float64(len(d.report.handoff.fenced)))
 	if !d.report.rebalance.published || !d.report.exists {
@@ -103,7 +103,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, old, status *v1alph
 }
 
 // recordGauges sets the gauges that describe the group as this pass left it.
-func recordGauges(l prometheus.Labels, group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGroupStatus, d *decision) {
+func recordGauges(l prometheus.Labels, topo topology, status *v1alpha1.ConsumerGroupStatus, d *decision) {
 	membersGauge.With(l).Set(float64(status.MemberCount))
 	queuesGauge.With(l).Set(float64(d.report.queueCount))
 	generationGauge.With(l).Set(float64(status.AssignmentGeneration))
@@ -115,8 +115,8 @@ func recordGauges(l prometheus.Labels, group *v1alpha1.ConsumerGroup, status *v1
 	}
 	unownedGauge.With(l).Set(float64(status.UnownedQueues))
 	imbalanceGauge.With(l).Set(imbalance(d.report.members, plan, owned))
-	crossZoneGauge.With(l).Set(float64(crossZone(group, d.report.members, plan)))
-	minCrossZone.With(l).Set(float64(leastCrossZone(group, d.report.members)))
+	crossZoneGauge.With(l).Set(float64(crossZone(topo, d.report.members, plan)))
+	minCrossZone.With(l).Set(float64(leastCrossZone(topo, d.report.members)))
 	if len(d.write.configMaps) > 0 {
 		size := 0
 		for _, part := range d.write.configMaps {
@@ -228,15 +228,8 @@ func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupS
 
 // crossZone counts the queues plan gives to a member in another zone than their broker's, where the spec
 // gives the broker's zone and the member's node has one.
-func crossZone(group *v1alpha1.ConsumerGroup, members []member, plan allocate.Plan) int {
-	brokerZone := map[string]string{}
-	for _, t := range group.Spec.Topics {
-		for _, b := range t.Brokers {
-			if b.Zone != "" {
-				brokerZone[b.Name] = b.Zone
-			}
-		}
-	}
+func crossZone(topo topology, members []member, plan allocate.Plan) int {
+	brokerZone := topo.brokerZones()
 	n := 0
 	for _, m := range members {
 		if m.Zone == "" {
@@ -253,9 +246,9 @@ func crossZone(group *v1alpha1.ConsumerGroup, members []member, plan allocate.Pl
 
 // leastCrossZone is the fewest queues any balanced plan of members gives to a member in another zone than
 // their broker's, counted as crossZone counts them (allocate.MinCrossZoneKnown).
-func leastCrossZone(group *v1alpha1.ConsumerGroup, members []member) int {
+func leastCrossZone(topo topology, members []member) int {
 	in := allocate.Input{BrokerZones: map[string]string{}}
-	for _, t := range group.Spec.Topics {
+	for _, t := range topo {
 		for _, b := range t.Brokers {
 			in.BrokerZones[b.Name] = b.Zone
 			for id := range b.Queues {

@@ -22,7 +22,7 @@ func TestCrossZoneCountsOnlyKnownZones(t *testing.T) {
 		"m-b":    {q("b", 1), q("a", 2), q("a", 3)},            // a/2 and a/3 are across zones
 		"m-none": {q("a", 4), q("b", 2)},                       // the member's zone is unknown
 	}
-	if got := crossZone(group, members, plan); got != 3 {
+	if got := crossZone(topologyOf(group, nil), members, plan); got != 3 {
 		t.Errorf("crossZone = %d, want 3", got)
 	}
 }
@@ -59,12 +59,12 @@ func TestLeastCrossZoneCountsOnlyKnownZones(t *testing.T) {
 		{Member: allocate.Member{ID: "m-c2", Zone: "zone-c"}},
 	}
 	// 4 queues each: m-a reads broker a's, and broker b's 4 go to zone-c, which has no broker.
-	if got := leastCrossZone(group, zoneC); got != 4 {
+	if got := leastCrossZone(topologyOf(group, nil), zoneC); got != 4 {
 		t.Errorf("leastCrossZone with zone-c members = %d, want 4", got)
 	}
 	// A member of no zone counts nothing: broker b's queues go to it.
 	zoneC[2].Zone = ""
-	if got := leastCrossZone(group, zoneC); got != 0 {
+	if got := leastCrossZone(topologyOf(group, nil), zoneC); got != 0 {
 		t.Errorf("leastCrossZone with a member of no zone = %d, want 0", got)
 	}
 }

@@ -72,8 +72,8 @@ type observation struct {
 // published objects look deleted or edited there, it reads them again from the API server (the cache may
 // lag the operator's own writes) and, if they still do, reads the Leases from there too: a recovery
 // rests on the members' claims alone, so they must be the newest.
-func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (*observation, error) {
-	obs := &observation{podsByName: map[string]*corev1.Pod{}, scope: specScope(group)}
+func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, topo topology, now time.Time) (*observation, error) {
+	obs := &observation{podsByName: map[string]*corev1.Pod{}, scope: topo.scope()}
 	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
 		return nil, fmt.Errorf("reading the published assignment: %w", err)
 	}
@@ -271,18 +271,6 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 func controlledBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 	owner := metav1.GetControllerOf(cm)
 	return owner != nil && owner.UID == group.UID && owner.Kind == protocol.GroupKind && owner.APIVersion == protocol.GroupAPIVersion
-}
-
-// specScope is the set of queues group's spec names, through which the operator reads what others write
-// (protocol.Scope).
-func specScope(group *v1alpha1.ConsumerGroup) *protocol.Scope {
-	s := protocol.NewScope()
-	for _, t := range group.Spec.Topics {
-		for _, b := range t.Brokers {
-			s.Add(t.Name, b.Name, b.Queues)
-		}
-	}
-	return s
 }
 
 // assignmentName is the name of group's assignment ConfigMap.

@@ -58,13 +58,13 @@ func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.Consumer
 	// The clock dates what observe reads back, as a pass would; a preview keeps none of it.
 	r := &ConsumerGroupReconciler{Client: c, APIReader: c, Clock: clock.RealClock{}}
 	// Discovered topics as the operator last recorded their routes.
-	group = plannedGroup(group, group.Status.Routes)
-	obs, err := r.observe(ctx, group, now)
+	topo := topologyOf(group, group.Status.Routes)
+	obs, err := r.observe(ctx, group, topo, now)
 	if err != nil {
 		return nil, err
 	}
 	strategy, prob := newStrategy(group)
-	return preview(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, strategy: strategy, strategyProblem: prob}), nil
+	return preview(group, obs, decideEnv{now: now, maxSkew: protocol.DefaultMaxClockSkew, topology: topo, strategy: strategy, strategyProblem: prob}), nil
 }
 
 // preview is the Preview of group in the world obs, free of I/O: the published entries, the Leases and

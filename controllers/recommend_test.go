@@ -63,7 +63,7 @@ func TestDecideRecommendsMembers(t *testing.T) {
 		t.Fatalf("status says total %q, recommended %v", status.TotalLoad, status.RecommendedMembers)
 	}
 	var m groupMetrics
-	m.record(group, &group.Status, &status, obs, d, t0)
+	m.record(group, topologyOf(group, nil), &group.Status, &status, obs, d, t0)
 	l := prometheus.Labels{"namespace": "ns", "group": "g"}
 	if got, load := testutil.ToFloat64(recommendedGauge.With(l)), testutil.ToFloat64(loadGauge.With(l)); got != 4 || load != 120 {
 		t.Errorf("consumergroup_recommended_members %v, consumergroup_load %v; want 4 and 120", got, load)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Discovered topics. A group with spec.nameServer has the routes of its topics that list no brokers (and
@@ -111,13 +112,17 @@ func brokerZone(broker string, zones ...[]v1alpha1.BrokerZone) string {
 	return ""
 }
 
-// plannedGroup is group as a pass plans it: its spec's topics, with the brokers and readable queues of
-// the discovered ones filled in from routes, each broker in the zone routes records for it. Everything
-// else is group's. A group without spec.nameServer is returned as it is.
-func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) *v1alpha1.ConsumerGroup {
+// topology is what a pass plans with: the group's topics with their brokers and queues, those the spec
+// writes out and the discovered ones (spec.nameServer) with the routes in force (status.routes). A pass
+// builds it once (topologyOf) and plans, observes and counts with it; the spec stays as written.
+type topology []v1alpha1.Topic
+
+// topologyOf is group's topology with routes: the spec's topics that list brokers, then each discovered
+// topic with the brokers and readable queues of its route (none before its first read).
+func topologyOf(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) topology {
 	names := discoveredTopics(group)
 	if len(names) == 0 {
-		return group
+		return topology(group.Spec.Topics)
 	}
 	byName := map[string]*v1alpha1.TopicRoute{}
 	if routes != nil {
@@ -125,8 +130,7 @@ func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) 
 			byName[routes.Topics[i].Name] = &routes.Topics[i]
 		}
 	}
-	planned := group.DeepCopy()
-	planned.Spec.Topics = slices.DeleteFunc(planned.Spec.Topics, func(t v1alpha1.Topic) bool { return len(t.Brokers) == 0 })
+	out := topology(slices.DeleteFunc(slices.Clone(group.Spec.Topics), func(t v1alpha1.Topic) bool { return len(t.Brokers) == 0 }))
 	for _, name := range names {
 		t := v1alpha1.Topic{Name: name}
 		if r := byName[name]; r != nil {
@@ -139,15 +143,40 @@ func plannedGroup(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) 
 				t.Brokers = append(t.Brokers, v1alpha1.Broker{Name: b.Name, Queues: b.Queues, Zone: zone})
 			}
 		}
-		planned.Spec.Topics = append(planned.Spec.Topics, t)
+		out = append(out, t)
 	}
-	return planned
+	return out
 }
 
-// PlannedTopics are the topics the operator plans group with: its spec's, the discovered ones with the
-// routes of its status.
-func PlannedTopics(group *v1alpha1.ConsumerGroup) []v1alpha1.Topic {
-	return plannedGroup(group, group.Status.Routes).Spec.Topics
+// scope is the set of the topology's queues, through which the operator reads what others write
+// (protocol.Scope).
+func (t topology) scope() *protocol.Scope {
+	s := protocol.NewScope()
+	for _, topic := range t {
+		for _, b := range topic.Brokers {
+			s.Add(topic.Name, b.Name, b.Queues)
+		}
+	}
+	return s
+}
+
+// brokerZones are the zones of the topology's brokers that have one, by broker name.
+func (t topology) brokerZones() map[string]string {
+	zones := map[string]string{}
+	for _, topic := range t {
+		for _, b := range topic.Brokers {
+			if b.Zone != "" {
+				zones[b.Name] = b.Zone
+			}
+		}
+	}
+	return zones
+}
+
+// Topology is the topics the operator plans group with: the spec's, and the discovered ones with the
+// routes of its status (topologyOf).
+func Topology(group *v1alpha1.ConsumerGroup) []v1alpha1.Topic {
+	return topologyOf(group, group.Status.Routes)
 }
 
 // routeRead is what one read of a source's routes found.

@@ -356,9 +356,9 @@ func TestRoutesMixStaticAndDiscoveredTopics(t *testing.T) {
 		}
 		return nil
 	})
-	planned := plannedGroup(getGroup(t, ns, "mix"), getGroup(t, ns, "mix").Status.Routes)
+	topo := Topology(getGroup(t, ns, "mix"))
 	zones := map[string]string{}
-	for _, tp := range planned.Spec.Topics {
+	for _, tp := range topo {
 		for _, b := range tp.Brokers {
 			zones[tp.Name+"/"+b.Name] = b.Zone
 		}

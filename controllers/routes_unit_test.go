@@ -22,7 +22,7 @@ func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
 	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 8)
 	group.Spec.Handoff.Mode = v1alpha1.Immediate
 	obs := world(podsNamed("p0"))
-	obs.scope = specScope(group)
+	obs.scope = topologyOf(group, nil).scope()
 	d := decide(group, obs, env(group, t0))
 	if !d.report.rebalance.published || len(entryOf(d, "p0")) != 8 {
 		t.Fatalf("first pass: rebalanced %v, p0 gets %v", d.report.rebalance.published, entryOf(d, "p0"))
@@ -30,7 +30,7 @@ func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
 	next := applied(group, obs, d)
 	shrunk := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 4)
 	shrunk.Spec.Handoff.Mode = v1alpha1.Immediate
-	next.scope = specScope(shrunk)
+	next.scope = topologyOf(shrunk, nil).scope()
 	next.setPublished(protocol.ReadPublishedIn(shrunk.Name, next.index, next.shards, next.scope, next.scope.Len()))
 	d2 := decide(shrunk, next, env(shrunk, t0.Add(time.Second)))
 	if !d2.report.rebalance.published || d2.report.generation <= d.report.generation || !slices.Equal(entryOf(d2, "p0"), qs(0, 1, 2, 3)) {
@@ -117,25 +117,31 @@ func TestMergeRoutes(t *testing.T) {
 	}
 }
 
-func TestPlannedGroup(t *testing.T) {
+func TestTopologyOf(t *testing.T) {
 	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 2)
 	group.Spec.Topics = append(group.Spec.Topics, v1alpha1.Topic{Name: "d"})
 	group.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:1"}, RetryTopic: v1alpha1.RetryTopicIgnore,
 		BrokerZones: []v1alpha1.BrokerZone{{Broker: "x", Zone: "zx"}}}
 	routes := &v1alpha1.RoutesStatus{Topics: []v1alpha1.TopicRoute{{Name: "d", ReadTime: &metav1.Time{},
 		Brokers: []v1alpha1.BrokerRoute{{Name: "x", Queues: 3}, {Name: "r1@y", Queues: 1}, {Name: "z", Queues: 0}}}}}
-	p := plannedGroup(group, routes)
+	spec := group.Spec.DeepCopy()
+	topo := topologyOf(group, routes)
 	want := []v1alpha1.Topic{group.Spec.Topics[0], {Name: "d", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 3, Zone: "zx"}, {Name: "r1@y", Queues: 1, Zone: "r1"}, {Name: "z"}}}}
-	if len(p.Spec.Topics) != 2 || p.Spec.Topics[1].Name != "d" || !slices.Equal(p.Spec.Topics[1].Brokers, want[1].Brokers) {
-		t.Fatalf("planned topics %+v", p.Spec.Topics)
+	if len(topo) != 2 || topo[1].Name != "d" || !slices.Equal(topo[1].Brokers, want[1].Brokers) {
+		t.Fatalf("topology %+v", topo)
 	}
-	if len(group.Spec.Topics[1].Brokers) != 0 {
-		t.Fatal("plannedGroup changed the group")
+	if !equality.Semantic.DeepEqual(spec, &group.Spec) {
+		t.Fatal("topologyOf changed the group's spec")
 	}
-	if specScope(p).Len() != 6 {
-		t.Fatalf("scope of %d queues, want 6", specScope(p).Len())
+	if topo.scope().Len() != 6 {
+		t.Fatalf("scope of %d queues, want 6", topo.scope().Len())
 	}
-	if plain := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 2); plannedGroup(plain, nil) != plain {
-		t.Fatal("a group without spec.nameServer is planned as it is")
+	if got := topo.brokerZones(); len(got) != 2 || got["x"] != "zx" || got["r1@y"] != "r1" {
+		t.Fatalf("broker zones %v", got)
+	}
+	if plain := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 2); !slices.EqualFunc(topologyOf(plain, nil), plain.Spec.Topics, func(a, b v1alpha1.Topic) bool {
+		return equality.Semantic.DeepEqual(a, b)
+	}) {
+		t.Fatal("a group without spec.nameServer is planned with its spec's topics")
 	}
 }

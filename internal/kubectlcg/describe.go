@@ -274,7 +274,7 @@ func (w WhoHas) table(out io.Writer) error {
 
 // specQueue reports whether the group's spec lists q, or the routes of its discovered topics do.
 func specQueue(g *v1alpha1.ConsumerGroup, q allocate.Queue) bool {
-	for _, t := range controllers.PlannedTopics(g) {
+	for _, t := range controllers.Topology(g) {
 		if t.Name != q.Topic {
 			continue
 		}
