@@ -63,6 +63,7 @@ const (
 
 // state is what the operator can tell of the incarnation at now.
 func (i *incarnation) state(now time.Time, maxSkew time.Duration) incarnationState {
+	standing := i.lease != nil && i.lease.Stands(now, maxSkew)
 	switch {
 	case i.stopped:
 		return incarnationStopped
@@ -70,11 +71,11 @@ func (i *incarnation) state(now time.Time, maxSkew time.Duration) incarnationSta
 		return incarnationRunning
 	case i.lease == nil && now.Before(i.unseenUntil):
 		return incarnationUnseen
-	case i.lease == nil || !i.exists && !i.lease.Stands(now, maxSkew):
+	case i.lease == nil || !i.exists && !standing:
 		return incarnationGone
 	case i.lease.Stopped:
 		return incarnationDrained
-	case !i.lease.Stands(now, maxSkew):
+	case !standing:
 		return incarnationLapsed
 	case !i.exists:
 		return incarnationDeparted
