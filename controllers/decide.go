@@ -252,15 +252,7 @@ func (dc *decider) indexIncarnations() {
 	for i := range dc.obs.pods {
 		add(dc.obs.pods[i].Name, dc.obs.pods[i].UID)
 	}
-	if longest == 0 {
-		longest = protocol.DefaultLeaseDuration
-	}
-	unseenUntil := dc.obs.sightedSince.Add(longest + dc.env.maxSkew)
-	// A pod that keeps its promise reads nothing a promise after an assignment that gives it nothing was
-	// published: this operator's first write gave nothing to a pod it never saw.
-	if at := dc.obs.firstWrittenAt; promising && promise > 0 && !at.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
-		unseenUntil = at.Add(promise + contactMargin)
-	}
+	unseenUntil := dc.unseenDeadline(longest, promise, promising)
 	dc.unseenUntil = unseenUntil
 	unseen := func(pod string, uid types.UID) {
 		if i := add(pod, uid); i.lease == nil && !i.exists {
@@ -288,6 +280,22 @@ func (dc *decider) indexIncarnations() {
 		return strings.Compare(incarnationKey(a.pod, a.uid), incarnationKey(b.pod, b.uid))
 	})
 	dc.d.report.memberLeases = map[string]*protocol.LeaseState{}
+}
+
+// unseenDeadline is how long an incarnation named only by what was published stands: a lease duration (the
+// group's longest, else the default) from when this operator first looked at the group, or sooner when every
+// Lease promises to stop within a bound and this operator's first write is older than that promise.
+func (dc *decider) unseenDeadline(longest, promise time.Duration, promising bool) time.Time {
+	if longest == 0 {
+		longest = protocol.DefaultLeaseDuration
+	}
+	unseenUntil := dc.obs.sightedSince.Add(longest + dc.env.maxSkew)
+	// A pod that keeps its promise reads nothing a promise after an assignment that gives it nothing was
+	// published: this operator's first write gave nothing to a pod it never saw.
+	if at := dc.obs.firstWrittenAt; promising && promise > 0 && !at.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
+		unseenUntil = at.Add(promise + contactMargin)
+	}
+	return unseenUntil
 }
 
 // ackCeiling is the highest generation a member can have acknowledged: the highest the operator is known to
