@@ -103,7 +103,7 @@ test-release: envtest-bins ## Test the release (hack/release): the images, the H
 # times slower.
 .PHONY: test-mutations
 test-mutations: ## Turn off each rule of the handoff in turn (build tag handoffmutations) and check that the explorer finds a counterexample for each.
-	go test -tags handoffmutations ./controllers -run TestExploreFindsEachMutation -count=1 -v
+	go test -tags handoffmutations ./internal/plan -run TestExploreFindsEachMutation -count=1 -v
 
 .PHONY: test-rules
 test-rules: promtool ## Check the alert rules (config/prometheus) and run their unit tests with promtool.

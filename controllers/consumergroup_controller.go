@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -104,53 +105,53 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return r.retry(ctx, req.NamespacedName, "routes", err)
 	}
 	// What the pass plans with: the spec's topics, the discovered ones with the routes in force.
-	topo := topologyOf(&group, group.Status.Routes)
+	topo := plan.TopologyOf(&group, group.Status.Routes)
 	obs, err := r.observe(ctx, &group, topo, now)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
 	strategy, prob := r.strategies.get(&group)
-	env := decideEnv{now: now, maxSkew: r.maxClockSkew(), topology: topo, strategy: strategy, strategyProblem: prob}
-	d := decide(&group, obs, env)
+	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob}
+	d := plan.Decide(&group, obs, env)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
 	// written, so the status records it first.
-	if first := group.Status.AssignmentGeneration == 0 && d.report.rebalance.published; first {
-		if res, err := r.recordStatus(ctx, &group, &d.report, now); err != nil || res.RequeueAfter > 0 {
+	if first := group.Status.AssignmentGeneration == 0 && d.Report.Rebalance.Published; first {
+		if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 			return res, err
 		}
 	}
-	if err := r.publish(ctx, &group, obs, d.write); err != nil {
+	if err := r.publish(ctx, &group, obs, d.Write); err != nil {
 		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
-	if len(d.write.configMaps) > 0 {
+	if len(d.Write.ConfigMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
-		r.sightings.wrote(req.NamespacedName, d.report.generation, r.Clock.Now())
+		r.sightings.wrote(req.NamespacedName, d.Report.Generation, r.Clock.Now())
 	}
-	if res, err := r.recordStatus(ctx, &group, &d.report, now); err != nil || res.RequeueAfter > 0 {
+	if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	if d.report.rebalance.published {
-		log.FromContext(ctx).Info("Published assignment", "generation", d.report.generation,
-			"members", len(d.report.members), "queues", d.report.queueCount, "moved", d.report.rebalance.moved, "objects", len(d.write.configMaps))
+	if d.Report.Rebalance.Published {
+		log.FromContext(ctx).Info("Published assignment", "generation", d.Report.Generation,
+			"members", len(d.Report.Members), "queues", d.Report.QueueCount, "moved", d.Report.Rebalance.Moved, "objects", len(d.Write.ConfigMaps))
 	}
-	if h := d.report.handoff; h.withheld > 0 {
-		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.report.generation, "withheld", h.withheld, "first", h.firstWithheld)
+	if h := d.Report.Handoff; h.Withheld > 0 {
+		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.Report.Generation, "withheld", h.Withheld, "first", h.FirstWithheld)
 	}
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
 	r.metrics.record(&group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not; so
 	// does the next read of the routes.
-	return ctrl.Result{RequeueAfter: sooner(d.requeueAfter, routes.requeueAfter)}, nil
+	return ctrl.Result{RequeueAfter: plan.Sooner(d.RequeueAfter, routes.requeueAfter)}, nil
 }
 
 // recordStatus writes the status that a pass's report rep gives. A conflict is most often the cache not
 // yet holding the status this operator wrote a moment ago: the status is computed once more from the group
 // as the API server has it, rather than waiting for the cache. If the spec changed meanwhile, rep is not
 // its status: the next pass decides anew.
-func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *report, now time.Time) (ctrl.Result, error) {
+func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) (ctrl.Result, error) {
 	decidedFor := group.Generation
 	err := r.writeStatus(ctx, group, rep, now)
 	if apierrors.IsConflict(err) {
@@ -245,7 +246,7 @@ func (r *ConsumerGroupReconciler) routePass(ctx context.Context, group *v1alpha1
 		r.routes.forget(key)
 		return routePass{pending: problem}, nil
 	}
-	return r.routes.pass(key, src, sortedUnion(discoveredTopics(group)), now), nil
+	return r.routes.pass(key, src, sortedUnion(plan.DiscoveredTopics(group)), now), nil
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -286,7 +287,7 @@ func TestZoneFromNodeLabel(t *testing.T) {
 	})
 
 	// Moving node A to zone-b leaves zone-a without members: its queues go to everyone.
-	nodeA.Labels[ZoneLabel] = "zone-b"
+	nodeA.Labels[plan.ZoneLabel] = "zone-b"
 	must(t, k8s.Update(context.Background(), nodeA))
 	waitForAssignment(t, ns, "z", []string{"z-0", "z-1", "z-2"}, func(p published) error {
 		if got := brokersOf(p, "z-0"); !slices.Contains(got, "broker-b") {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
@@ -273,7 +274,7 @@ func TestHungMemberRestartedByItsProbeKeepsItsQueues(t *testing.T) {
 	waitUntilReading(t, own, again, held, 10*time.Second)
 	took := time.Since(at)
 	// Past the grace a restart has to be answered, and a pass or two.
-	time.Sleep(restartRenewGrace + 2*time.Second)
+	time.Sleep(plan.RestartRenewGrace + 2*time.Second)
 	if g := getGroup(t, ns, "a").Status.AssignmentGeneration; g != generation {
 		t.Fatalf("the restart published generation %d after %d; a restart answered by a renewal moves nothing", g, generation)
 	}

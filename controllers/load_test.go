@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -166,7 +167,7 @@ func TestRecommendedMembers(t *testing.T) {
 			return fmt.Errorf("status.totalLoad %q, want 80", g.Status.TotalLoad)
 		}
 		if r := g.Status.RecommendedMembers; r == nil || *r != 7 {
-			return fmt.Errorf("status.recommendedMembers %v, want 7", ptrString(r))
+			return fmt.Errorf("status.recommendedMembers %v, want 7", fixture.PtrString(r))
 		}
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
@@ -87,39 +88,39 @@ type groupMetrics struct {
 
 // record sets the group's metrics after a pass that published d (or kept what was published); old is the
 // status before the pass, status after it.
-func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, topo topology, old, status *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision, now time.Time) {
+func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, topo plan.Topology, old, status *v1alpha1.ConsumerGroupStatus, obs *plan.Observation, d *plan.Decision, now time.Time) {
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
 	recordGauges(l, topo, status, d)
 	recordConditions(group, status)
-	fencedTotal.With(l).Add(float64(len(d.report.handoff.fenced)))
-	if !d.report.rebalance.published || !d.report.exists {
+	fencedTotal.With(l).Add(float64(len(d.Report.Handoff.Fenced)))
+	if !d.Report.Rebalance.Published || !d.Report.Exists {
 		return
 	}
-	movedTotal.With(l).Add(float64(d.report.rebalance.moved))
-	movedBeyondBoundTotal.With(l).Add(float64(d.report.rebalance.beyondBound))
-	movedLoadTotal.With(l).Add(d.report.rebalance.movedLoad)
+	movedTotal.With(l).Add(float64(d.Report.Rebalance.Moved))
+	movedBeyondBoundTotal.With(l).Add(float64(d.Report.Rebalance.BeyondBound))
+	movedLoadTotal.With(l).Add(d.Report.Rebalance.MovedLoad)
 	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
 	m.recordHandoffs(l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)
 }
 
 // recordGauges sets the gauges that describe the group as this pass left it.
-func recordGauges(l prometheus.Labels, topo topology, status *v1alpha1.ConsumerGroupStatus, d *decision) {
+func recordGauges(l prometheus.Labels, topo plan.Topology, status *v1alpha1.ConsumerGroupStatus, d *plan.Decision) {
 	membersGauge.With(l).Set(float64(status.MemberCount))
-	queuesGauge.With(l).Set(float64(d.report.queueCount))
+	queuesGauge.With(l).Set(float64(d.Report.QueueCount))
 	generationGauge.With(l).Set(float64(status.AssignmentGeneration))
 	owned := 0
-	plan := make(allocate.Plan, len(d.report.entries))
-	for _, e := range d.report.entries {
+	owners := make(allocate.Plan, len(d.Report.Entries))
+	for _, e := range d.Report.Entries {
 		owned += len(e.Queues)
-		plan[e.Member] = e.Queues
+		owners[e.Member] = e.Queues
 	}
 	unownedGauge.With(l).Set(float64(status.UnownedQueues))
-	imbalanceGauge.With(l).Set(imbalance(d.report.members, plan, owned))
-	crossZoneGauge.With(l).Set(float64(crossZone(topo, d.report.members, plan)))
-	minCrossZone.With(l).Set(float64(leastCrossZone(topo, d.report.members)))
-	if len(d.write.configMaps) > 0 {
+	imbalanceGauge.With(l).Set(imbalance(d.Report.Members, owners, owned))
+	crossZoneGauge.With(l).Set(float64(crossZone(topo, d.Report.Members, owners)))
+	minCrossZone.With(l).Set(float64(leastCrossZone(topo, d.Report.Members)))
+	if len(d.Write.ConfigMaps) > 0 {
 		size := 0
-		for _, part := range d.write.configMaps {
+		for _, part := range d.Write.ConfigMaps {
 			for _, v := range part.Data {
 				size += len(v)
 			}
@@ -131,8 +132,8 @@ func recordGauges(l prometheus.Labels, topo topology, status *v1alpha1.ConsumerG
 	} else {
 		recommendedGauge.Delete(l)
 	}
-	if d.report.totalLoad != nil {
-		loadGauge.With(l).Set(*d.report.totalLoad)
+	if d.Report.TotalLoad != nil {
+		loadGauge.With(l).Set(*d.Report.TotalLoad)
 	}
 }
 
@@ -152,15 +153,15 @@ func recordConditions(group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGr
 // recordHandoffs times handoffs: a queue published to a member before this pass and to none now was
 // revoked; one published to none before and to a member now, after a revocation this replica saw, was
 // handed off.
-func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedName, obs *observation, d *decision, now time.Time) {
+func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedName, obs *plan.Observation, d *plan.Decision, now time.Time) {
 	before := map[allocate.Queue]bool{}
-	for _, e := range obs.published.Entries {
+	for _, e := range obs.Published.Entries {
 		for _, q := range e.Queues {
 			before[q] = true
 		}
 	}
 	after := map[allocate.Queue]bool{}
-	for _, e := range d.report.entries {
+	for _, e := range d.Report.Entries {
 		for _, q := range e.Queues {
 			after[q] = true
 		}
@@ -187,7 +188,7 @@ func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedN
 		}
 	}
 	// A queue the spec dropped is handed to nobody.
-	if len(revoked) > d.report.queueCount {
+	if len(revoked) > d.Report.QueueCount {
 		clear(revoked)
 	}
 }
@@ -204,21 +205,21 @@ func (m *groupMetrics) forget(key types.NamespacedName) {
 }
 
 // rebalanceReason says why d published a new generation.
-func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, obs *observation, d *decision) string {
+func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, obs *plan.Observation, d *plan.Decision) string {
 	switch {
-	case d.report.tampered != nil && d.report.tampered.Reason != v1alpha1.ReasonClaimUnreadable:
+	case d.Report.Tampered != nil && d.Report.Tampered.Reason != v1alpha1.ReasonClaimUnreadable:
 		return rebalanceRecovery
 	case old.ObservedGeneration != group.Generation:
 		return rebalanceSpec
 	}
 	before := map[string]bool{}
-	for pod := range obs.published.Entries {
+	for pod := range obs.Published.Entries {
 		before[pod] = true
 	}
-	if len(before) != len(d.report.entries) {
+	if len(before) != len(d.Report.Entries) {
 		return rebalanceMembership
 	}
-	for pod := range d.report.entries {
+	for pod := range d.Report.Entries {
 		if !before[pod] {
 			return rebalanceMembership
 		}
@@ -226,16 +227,16 @@ func rebalanceReason(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupS
 	return rebalanceHandoff
 }
 
-// crossZone counts the queues plan gives to a member in another zone than their broker's, where the spec
+// crossZone counts the queues owners gives to a member in another zone than their broker's, where the spec
 // gives the broker's zone and the member's node has one.
-func crossZone(topo topology, members []member, plan allocate.Plan) int {
-	brokerZone := topo.brokerZones()
+func crossZone(topo plan.Topology, members []plan.Member, owners allocate.Plan) int {
+	brokerZone := topo.BrokerZones()
 	n := 0
 	for _, m := range members {
 		if m.Zone == "" {
 			continue
 		}
-		for _, q := range plan[m.ID] {
+		for _, q := range owners[m.ID] {
 			if z := brokerZone[q.Broker]; z != "" && z != m.Zone {
 				n++
 			}
@@ -246,7 +247,7 @@ func crossZone(topo topology, members []member, plan allocate.Plan) int {
 
 // leastCrossZone is the fewest queues any balanced plan of members gives to a member in another zone than
 // their broker's, counted as crossZone counts them (allocate.MinCrossZoneKnown).
-func leastCrossZone(topo topology, members []member) int {
+func leastCrossZone(topo plan.Topology, members []plan.Member) int {
 	in := allocate.Input{BrokerZones: map[string]string{}}
 	for _, t := range topo {
 		for _, b := range t.Brokers {
@@ -263,7 +264,7 @@ func leastCrossZone(topo topology, members []member) int {
 }
 
 // imbalance is the busiest member's queues per unit of weight over the mean per unit of weight.
-func imbalance(members []member, plan allocate.Plan, owned int) float64 {
+func imbalance(members []plan.Member, owners allocate.Plan, owned int) float64 {
 	if len(members) == 0 || owned == 0 {
 		return 0
 	}
@@ -272,7 +273,7 @@ func imbalance(members []member, plan allocate.Plan, owned int) float64 {
 	for _, m := range members {
 		w := float64(max(m.Weight, 1))
 		weights += w
-		busiest = max(busiest, float64(len(plan[m.ID]))/w)
+		busiest = max(busiest, float64(len(owners[m.ID]))/w)
 	}
 	return busiest / (float64(owned) / weights)
 }

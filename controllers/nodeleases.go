@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -82,7 +83,7 @@ func (s *nodeLeaseSightings) forget(node string) {
 // lateAt is when a node's next renewal is overdue: one renewal interval and a fifth after the last, counted
 // from when it was seen or, seen after the fact, from the time it states plus maxSkew when earlier.
 func (n nodeSighting) lateAt(maxSkew time.Duration) time.Time {
-	return renewedBy(n.renewTime, n.seenAt, n.afterTheFact, maxSkew).Add(n.interval + n.interval/5)
+	return plan.RenewedBy(n.renewTime, n.seenAt, n.afterTheFact, maxSkew).Add(n.interval + n.interval/5)
 }
 
 // lateAt says, for each of nodes whose Lease the operator has seen, when it is overdue.

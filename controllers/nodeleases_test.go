@@ -7,6 +7,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
 )
 
 // TestNodeLeaseLateness checks when a node's kubelet counts as overdue: one renewal interval and a fifth
@@ -14,7 +16,7 @@ import (
 // after the fact states, plus the skew, when that is earlier; a stated time in the future gains nothing.
 func TestNodeLeaseLateness(t *testing.T) {
 	const skew = time.Second
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
 	nodeLease := func(renewed time.Time) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n"},
 			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
@@ -40,7 +42,7 @@ func TestNodeLeaseLateness(t *testing.T) {
 				s.saw(nodeLease(x.stated), x.at, skew)
 			}
 			if got := s.lateAt(map[string]string{"n": ""}, skew)["n"]; !got.Equal(tc.want) {
-				t.Fatalf("the node is late at %v, want %v", got.Sub(t0), tc.want.Sub(t0))
+				t.Fatalf("the node is late at %v, want %v", got.Sub(fixture.T0), tc.want.Sub(fixture.T0))
 			}
 		})
 	}

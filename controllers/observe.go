@@ -17,68 +17,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
-
-// observation is the part of the world one group's assignment depends on: every read of a pass.
-type observation struct {
-	// pods match the group's selector, in its namespace; podsByName holds them and every other pod the
-	// handoff must know about (named by a Lease, an entry or the handoff state), by name.
-	pods       []corev1.Pod
-	podsByName map[string]*corev1.Pod
-	// nodeZones maps the name of each node a member pod runs on to its zone label.
-	nodeZones map[string]string
-	// nodeLateAt says, for those of the nodes whose Lease the operator has seen, when its kubelet's next
-	// renewal is overdue.
-	nodeLateAt map[string]time.Time
-	// restartedAt says, by pod UID, when the operator first saw the kubelet restart a pod's containers
-	// with no renewal of its Lease since (restarts.go).
-	restartedAt map[types.UID]time.Time
-	// index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
-	index  *corev1.ConfigMap
-	shards map[string]*corev1.ConfigMap
-	// published is what index and shards hold, checked against their digests; bookkeeping the handoff
-	// state beside it, decoded once per pass (setPublished), and bookkeepingErr why it cannot be read.
-	published      protocol.Published
-	bookkeeping    handoffState
-	bookkeepingErr error
-	// leases are the group's member Leases as the operator counts them (leaseSightings): each renewed at the
-	// operator's time of seeing it, and those that vanished while their claims may still stand. vanished
-	// holds the UIDs of the latter, backwards names the Leases whose renewTime went backwards, and
-	// sightedSince is when this operator first looked at the group.
-	leases       []protocol.LeaseState
-	vanished     map[types.UID]bool
-	backwards    []string
-	sightedSince time.Time
-	// publications are the generations this operator knows were published, and since when.
-	publications publications
-	// firstWrittenAt is when this operator's own first write of the assignment returned; zero before.
-	firstWrittenAt time.Time
-	// leasesAsWritten are the Leases as read, with the renewTimes their writers wrote.
-	leasesAsWritten []protocol.LeaseState
-	// scope is the spec's queues: what the operator reads of claims, entries and load reports.
-	scope *protocol.Scope
-	// foreign names the ConfigMaps under the names of the group's assignment that the group does not
-	// control: the operator did not create them, and neither reads, writes nor deletes them.
-	foreign []string
-	// liveRead is set when the published objects and the Leases were read from the API server rather
-	// than the cache, because the cache showed them deleted or edited.
-	liveRead bool
-	// selectorProblem is set when the selector cannot be read.
-	selectorProblem *problem
-}
 
 // observe reads everything one pass of group needs. It reads through the cache, except that when the
 // published objects look deleted or edited there, it reads them again from the API server (the cache may
 // lag the operator's own writes) and, if they still do, reads the Leases from there too: a recovery
 // rests on the members' claims alone, so they must be the newest.
-func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, topo topology, now time.Time) (*observation, error) {
-	obs := &observation{podsByName: map[string]*corev1.Pod{}, scope: topo.scope()}
+func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, topo plan.Topology, now time.Time) (*plan.Observation, error) {
+	obs := &plan.Observation{PodsByName: map[string]*corev1.Pod{}, Scope: topo.Scope()}
 	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
 		return nil, fmt.Errorf("reading the published assignment: %w", err)
 	}
-	if len(obs.published.Tampered) > 0 || !obs.published.Exists && group.Status.AssignmentGeneration > 0 {
-		obs.liveRead = true
+	if len(obs.Published.Tampered) > 0 || !obs.Published.Exists && group.Status.AssignmentGeneration > 0 {
+		obs.LiveRead = true
 		if err := r.readPublished(ctx, r.APIReader, group, obs); err != nil {
 			return nil, fmt.Errorf("reading the published assignment from the API server: %w", err)
 		}
@@ -89,48 +42,48 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 
 	selector, err := metav1.LabelSelectorAsSelector(&group.Spec.Selector)
 	if err != nil {
-		obs.selectorProblem = &problem{v1alpha1.ReasonInvalidSelector, fmt.Sprintf("spec.selector: %v", err)}
+		obs.SelectorProblem = &plan.Problem{Reason: v1alpha1.ReasonInvalidSelector, Message: fmt.Sprintf("spec.selector: %v", err)}
 		return obs, nil
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("listing the pods spec.selector matches: %w", err)
 	}
-	obs.pods = pods.Items
-	for i := range obs.pods {
-		obs.podsByName[obs.pods[i].Name] = &obs.pods[i]
+	obs.Pods = pods.Items
+	for i := range obs.Pods {
+		obs.PodsByName[obs.Pods[i].Name] = &obs.Pods[i]
 	}
 	// Pods that are not selected any more may still read what they were given.
 	named := []string{}
-	for _, l := range obs.leases {
+	for _, l := range obs.Leases {
 		named = append(named, l.Pod)
 	}
-	for pod := range obs.published.Entries {
+	for pod := range obs.Published.Entries {
 		named = append(named, pod)
 	}
-	if obs.bookkeepingErr == nil {
-		for _, rv := range append(obs.bookkeeping.Revocations, obs.bookkeeping.Fenced...) {
+	if obs.BookkeepingErr == nil {
+		for _, rv := range append(obs.Bookkeeping.Revocations, obs.Bookkeeping.Fenced...) {
 			named = append(named, rv.Pod)
 		}
 	}
 	for _, name := range named {
-		if _, known := obs.podsByName[name]; known || name == "" {
+		if _, known := obs.PodsByName[name]; known || name == "" {
 			continue
 		}
 		var pod corev1.Pod
 		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
 		case err == nil:
-			obs.podsByName[name] = &pod
+			obs.PodsByName[name] = &pod
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading pod %s, which the published assignment names: %w", name, err)
 		}
 	}
 
-	if obs.nodeZones, err = r.readNodeZones(ctx, obs.pods); err != nil {
+	if obs.NodeZones, err = r.readNodeZones(ctx, obs.Pods); err != nil {
 		return nil, err
 	}
-	obs.nodeLateAt = r.nodeLeases.lateAt(obs.nodeZones, r.maxClockSkew())
-	obs.restartedAt = r.sightings.observeRestarts(client.ObjectKeyFromObject(group), obs.pods, renewals(obs.leases), now)
+	obs.NodeLateAt = r.nodeLeases.lateAt(obs.NodeZones, r.maxClockSkew())
+	obs.RestartedAt = r.sightings.observeRestarts(client.ObjectKeyFromObject(group), obs.Pods, renewals(obs.Leases), now)
 	return obs, nil
 }
 
@@ -147,10 +100,10 @@ func renewals(leases []protocol.LeaseState) map[types.UID]time.Time {
 
 // observeLeases reads the group's Leases (from the API server when the published objects were) and
 // counts them as the operator's sightings do (leaseSightings), and records the publication read back.
-func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, now time.Time) error {
+func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, now time.Time) error {
 	var leases coordinationv1.LeaseList
 	reader := client.Reader(r.Client)
-	if obs.liveRead {
+	if obs.LiveRead {
 		reader = r.APIReader
 	}
 	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
@@ -161,15 +114,15 @@ func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1al
 		read[i] = &leases.Items[i]
 	}
 	key := client.ObjectKeyFromObject(group)
-	sighted := r.sightings.observe(key, read, obs.scope, now, r.maxClockSkew())
-	obs.leases, obs.vanished, obs.backwards, obs.sightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
-	obs.leasesAsWritten = sighted.asWritten
-	if obs.published.Exists && len(obs.published.Tampered) == 0 {
+	sighted := r.sightings.observe(key, read, obs.Scope, now, r.maxClockSkew())
+	obs.Leases, obs.Vanished, obs.Backwards, obs.SightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
+	obs.LeasesAsWritten = sighted.asWritten
+	if obs.Published.Exists && len(obs.Published.Tampered) == 0 {
 		// Read back as written: the API server held it before this moment.
-		r.sightings.sawPublished(key, obs.published.Generation, r.Clock.Now())
+		r.sightings.sawPublished(key, obs.Published.Generation, r.Clock.Now())
 	}
-	obs.publications = r.sightings.publications(key)
-	obs.firstWrittenAt = r.sightings.firstWritten(key)
+	obs.Publications = r.sightings.publications(key)
+	obs.FirstWrittenAt = r.sightings.firstWritten(key)
 	return nil
 }
 
@@ -179,13 +132,13 @@ func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []core
 	zones := map[string]string{}
 	for i := range pods {
 		name := pods[i].Spec.NodeName
-		if _, seen := zones[name]; seen || name == "" || !isRunningAndReady(&pods[i]) {
+		if _, seen := zones[name]; seen || name == "" || !plan.IsRunningAndReady(&pods[i]) {
 			continue
 		}
 		var node corev1.Node
 		switch err := r.Get(ctx, types.NamespacedName{Name: name}, &node); {
 		case err == nil:
-			zones[name] = node.Labels[ZoneLabel]
+			zones[name] = node.Labels[plan.ZoneLabel]
 		case apierrors.IsNotFound(err):
 			zones[name] = ""
 		default:
@@ -195,18 +148,11 @@ func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []core
 	return zones, nil
 }
 
-// setPublished records what the published objects hold, and decodes the handoff bookkeeping beside them,
-// once for the whole pass.
-func (obs *observation) setPublished(published protocol.Published) {
-	obs.published = published
-	obs.bookkeeping, obs.bookkeepingErr = decodeHandoff(published.Handoff, obs.scope)
-}
-
 // readPublished reads group's assignment ConfigMaps through reader. The cache holds only ConfigMaps with
 // the operator's label: an index missing there is looked for on the API server, where someone may have
 // taken the label off.
-func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader client.Reader, group *v1alpha1.ConsumerGroup, obs *observation) error {
-	obs.index, obs.shards = nil, map[string]*corev1.ConfigMap{}
+func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader client.Reader, group *v1alpha1.ConsumerGroup, obs *plan.Observation) error {
+	obs.Index, obs.Shards = nil, map[string]*corev1.ConfigMap{}
 	var owned corev1.ConfigMapList
 	if err := reader.List(ctx, &owned, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
 		return fmt.Errorf("listing the group's ConfigMaps: %w", err)
@@ -216,54 +162,54 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 		cm := &owned.Items[i]
 		switch {
 		case cm.Name == index:
-			obs.index = cm
+			obs.Index = cm
 		case strings.HasPrefix(cm.Name, index+"-"):
-			obs.shards[cm.Name] = cm
+			obs.Shards[cm.Name] = cm
 		}
 	}
-	if obs.index == nil {
+	if obs.Index == nil {
 		var cm corev1.ConfigMap
 		switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: index}, &cm); {
 		case err == nil:
-			obs.index = &cm
+			obs.Index = &cm
 		case !apierrors.IsNotFound(err):
 			return fmt.Errorf("reading ConfigMap %s: %w", index, err)
 		}
 	}
 	// A shard the index names but the cache lacks may have lost its labels: it is looked for by name, so
 	// that a pass does not try, again and again, to create what exists.
-	if obs.index != nil {
-		n, _ := strconv.Atoi(obs.index.Annotations[protocol.ShardsAnnotation])
+	if obs.Index != nil {
+		n, _ := strconv.Atoi(obs.Index.Annotations[protocol.ShardsAnnotation])
 		for k := range min(n, protocol.MaxShards) {
 			name := protocol.ShardName(group.Name, k)
-			if obs.shards[name] != nil {
+			if obs.Shards[name] != nil {
 				continue
 			}
 			var cm corev1.ConfigMap
 			switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &cm); {
 			case err == nil:
-				obs.shards[name] = &cm
+				obs.Shards[name] = &cm
 			case !apierrors.IsNotFound(err):
 				return fmt.Errorf("reading ConfigMap %s: %w", name, err)
 			}
 		}
 	}
-	obs.foreign = nil
-	if obs.index != nil && !controlledBy(obs.index, group) {
-		obs.foreign = append(obs.foreign, obs.index.Name)
-		obs.index = nil
+	obs.Foreign = nil
+	if obs.Index != nil && !controlledBy(obs.Index, group) {
+		obs.Foreign = append(obs.Foreign, obs.Index.Name)
+		obs.Index = nil
 	}
-	for _, name := range slices.Sorted(maps.Keys(obs.shards)) {
-		if !controlledBy(obs.shards[name], group) {
-			obs.foreign = append(obs.foreign, name)
-			delete(obs.shards, name)
+	for _, name := range slices.Sorted(maps.Keys(obs.Shards)) {
+		if !controlledBy(obs.Shards[name], group) {
+			obs.Foreign = append(obs.Foreign, name)
+			delete(obs.Shards, name)
 		}
 	}
 	budget := 0
 	if group.Spec.MessageModel != v1alpha1.Broadcasting {
-		budget = obs.scope.Len()
+		budget = obs.Scope.Len()
 	}
-	obs.setPublished(protocol.ReadPublishedIn(group.Name, obs.index, obs.shards, obs.scope, budget))
+	obs.SetPublished(protocol.ReadPublishedIn(group.Name, obs.Index, obs.Shards, obs.Scope, budget))
 	return nil
 }
 

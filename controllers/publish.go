@@ -18,7 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// Event reasons that are not condition reasons.
+const (
+	EventRebalanced   = "Rebalanced"
+	EventMemberFenced = "MemberFenced"
+	EventRestored     = "AssignmentRestored"
 )
 
 // FieldOwner is the field manager of everything the operator writes.
@@ -29,8 +37,8 @@ const FieldOwner = "consumergroup-operator"
 // The status is where the generation is remembered should the ConfigMap be deleted; a generation published
 // just before the operator stopped, and never recorded here, is covered by the step a recovery takes
 // (recoveryStep).
-func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *report, now time.Time) error {
-	status := statusFor(group, rep, metav1.NewTime(now))
+func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) error {
+	status := plan.StatusFor(group, rep, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
 		return nil
 	}
@@ -46,23 +54,23 @@ func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alph
 // publish writes the decided ConfigMaps in the order protocol.Layout gives (shards before the index),
 // each created or updated whole against the version observed, so that a write never lands on a version it
 // did not decide from; then it deletes unused shards and the Leases whose claims no longer stand.
-func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *observation, w writes) error {
-	for _, part := range w.configMaps {
-		observed := obs.shards[part.Name]
+func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, w plan.Writes) error {
+	for _, part := range w.ConfigMaps {
+		observed := obs.Shards[part.Name]
 		if part.Name == assignmentName(group) {
-			observed = obs.index
+			observed = obs.Index
 		}
 		if err := r.writeConfigMap(ctx, group, observed, part); err != nil {
 			return fmt.Errorf("writing ConfigMap %s: %w", part.Name, err)
 		}
 	}
-	for _, cm := range w.deleteShards {
+	for _, cm := range w.DeleteShards {
 		err := r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting shard %s: %w", cm.Name, err)
 		}
 	}
-	for _, l := range w.deleteLeases {
+	for _, l := range w.DeleteLeases {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: group.Namespace, Name: l.Name}}
 		// Only the version decided from: a Lease renewed or taken over since stays.
 		err := r.Delete(ctx, lease, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
@@ -88,7 +96,7 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	for _, k := range ownAnnotations {
+	for _, k := range plan.OwnAnnotations {
 		delete(cm.Annotations, k)
 	}
 	maps.Copy(cm.Annotations, part.Annotations)
@@ -105,42 +113,42 @@ func (r *ConsumerGroupReconciler) writeConfigMap(ctx context.Context, group *v1a
 
 // emitEvents reports the pass in events, after the writes: a rebalance, objects found deleted or edited,
 // a new problem, fenced members.
-func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *decision) {
+func (r *ConsumerGroupReconciler) emitEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus, d *plan.Decision) {
 	switch {
-	case d.report.tampered.lostPublished() && (len(d.write.configMaps) > 0 || !says(old, v1alpha1.ConditionTampered, d.report.tampered.Message)):
-		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.report.tampered.Reason, "Restore", "%s. Published generation %d",
-			d.report.tampered.Message, d.report.generation)
-	case d.report.rebalance.published:
+	case d.Report.Tampered.LostPublished() && (len(d.Write.ConfigMaps) > 0 || !says(old, v1alpha1.ConditionTampered, d.Report.Tampered.Message)):
+		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.Report.Tampered.Reason, "Restore", "%s. Published generation %d",
+			d.Report.Tampered.Message, d.Report.Generation)
+	case d.Report.Rebalance.Published:
 		var load string
-		if d.report.rebalance.movedLoad > 0 {
-			load = " (load " + strconv.FormatFloat(d.report.rebalance.movedLoad, 'g', 4, 64) + ")"
+		if d.Report.Rebalance.MovedLoad > 0 {
+			load = " (load " + strconv.FormatFloat(d.Report.Rebalance.MovedLoad, 'g', 4, 64) + ")"
 		}
 		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRebalanced, "Publish",
 			"Published assignment generation %d: %s over %s, %s moved%s",
-			d.report.generation, count(d.report.queueCount, "queue"), count(len(d.report.members), "member"), count(d.report.rebalance.moved, "queue"), load)
+			d.Report.Generation, count(d.Report.QueueCount, "queue"), count(len(d.Report.Members), "member"), count(d.Report.Rebalance.Moved, "queue"), load)
 	}
 	// A claim that cannot be read is reported when first seen, and again if another Lease joins it.
-	if c := d.report.unreadableClaims; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
+	if c := d.Report.UnreadableClaims; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Hold", "%s", c.Message)
 	}
-	if c := d.report.suspectLeases; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
+	if c := d.Report.SuspectLeases; c != nil && !says(old, v1alpha1.ConditionTampered, c.Message) {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, c.Reason, "Distrust", "%s", c.Message)
 	}
-	if len(d.report.restored) > 0 {
+	if len(d.Report.Restored) > 0 {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventRestored, "Restore", "Someone changed what the operator wrote; restored: %s",
-			strings.Join(d.report.restored, "; "))
+			strings.Join(d.Report.Restored, "; "))
 	}
 	// One warning per distinct problem, not one per pass.
-	if d.report.problem != nil {
+	if d.Report.Problem != nil {
 		if c := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue ||
-			c.Reason != d.report.problem.Reason || !strings.HasPrefix(c.Message, d.report.problem.Message) {
-			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.report.problem.Reason, "Plan", "%s", d.report.problem.Message)
+			c.Reason != d.Report.Problem.Reason || !strings.HasPrefix(c.Message, d.Report.Problem.Message) {
+			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, d.Report.Problem.Reason, "Plan", "%s", d.Report.Problem.Message)
 		}
 	}
-	for _, f := range d.report.handoff.fenced {
+	for _, f := range d.Report.Handoff.Fenced {
 		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, EventMemberFenced, "Handoff",
 			"Pod %s did not acknowledge generation %d within %ds while it kept renewing its Lease; its revoked queues were handed on",
-			f.Pod, f.Generation, durationOr(group.Spec.Handoff.RevokeTimeoutSeconds, defaultRevokeTimeout)/time.Second)
+			f.Pod, f.Generation, plan.DurationOr(group.Spec.Handoff.RevokeTimeoutSeconds, plan.DefaultRevokeTimeout)/time.Second)
 	}
 }
 

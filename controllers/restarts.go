@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 )
 
 // A member cut off from the API server while its node answers cannot renew its Lease, and the operator
@@ -17,15 +19,6 @@ import (
 // restartRenewGrace ends the member's membership: its queues are revoked and move on when its promise
 // runs out. Like every other way to stop being a member, it only starts a revocation: a member that was
 // merely slow loses its queues, never shares them.
-
-// restartRenewGrace is how long after the operator saw a member's containers restart the member has to
-// renew its Lease before it counts as cut off: a restarted process writes its Lease as soon as it starts.
-const restartRenewGrace = 3 * time.Second
-
-// restartAnswerSlack is how long before the operator saw a restart a renewal still answers it: the
-// restarted process may write its Lease before the kubelet reports that it started. A member that was cut
-// off renewed last more than its contact timeout and a probe period before the restart.
-const restartAnswerSlack = time.Second
 
 // restartSighting is what the operator saw of one pod's container restarts: how many there were when it
 // last looked, and when it first saw one that no renewal of the member's Lease has answered since (zero
@@ -43,12 +36,6 @@ func containerRestarts(pod *corev1.Pod) int32 {
 		n += c.RestartCount
 	}
 	return n
-}
-
-// answers reports whether a renewal seen at renewedAt (on the operator's clock) answers a restart seen at
-// restartedAt: the restarted process wrote its Lease.
-func answers(renewedAt, restartedAt time.Time) bool {
-	return !renewedAt.Before(restartedAt.Add(-restartAnswerSlack))
 }
 
 // sightRestarts is the rule of the restart sightings, without the memory: from the previous sightings,
@@ -69,13 +56,13 @@ func sightRestarts(prev map[types.UID]restartSighting, pods []corev1.Pod, renewe
 		case !known || n < p.count:
 			p = restartSighting{count: n}
 		case n > p.count:
-			if p.seenAt.IsZero() || answers(renewedAt[pod.UID], p.seenAt) {
+			if p.seenAt.IsZero() || plan.Answers(renewedAt[pod.UID], p.seenAt) {
 				p.seenAt = now
 			}
 			p.count = n
 		}
 		next[pod.UID] = p
-		if !p.seenAt.IsZero() && !answers(renewedAt[pod.UID], p.seenAt) {
+		if !p.seenAt.IsZero() && !plan.Answers(renewedAt[pod.UID], p.seenAt) {
 			unanswered[pod.UID] = p.seenAt
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -128,7 +129,7 @@ func TestMembershipEnds(t *testing.T) {
 		{name: "no promise: the Lease's end", lease: silent, nodeLate: s(5), restartedAt: s(5), want: s(60)},
 		{name: "a renewal overdue by half an interval", lease: promising, want: s(30)},
 		{name: "the kubelet overdue", lease: promising, nodeLate: s(12), want: s(12)},
-		{name: "a restart no renewal answered", lease: promising, restartedAt: s(9), want: s(9).Add(restartRenewGrace)},
+		{name: "a restart no renewal answered", lease: promising, restartedAt: s(9), want: s(9).Add(plan.RestartRenewGrace)},
 		{name: "the kubelet overdue before the restart's grace", lease: promising, nodeLate: s(10), restartedAt: s(9), want: s(10)},
 		{name: "a restart the renewal answered", lease: promising, restartedAt: s(0.5), want: s(30)},
 		{name: "a restart late enough changes nothing", lease: promising, restartedAt: s(29), want: s(30)},
@@ -137,7 +138,7 @@ func TestMembershipEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := membershipEnds(tc.lease, tc.nodeLate, tc.restartedAt); !got.Equal(tc.want) {
+			if got := plan.MembershipEnds(tc.lease, tc.nodeLate, tc.restartedAt); !got.Equal(tc.want) {
 				t.Fatalf("membership ends %v after the renewal, want %v", got.Sub(renewed), tc.want.Sub(renewed))
 			}
 		})

@@ -2,14 +2,11 @@ package controllers
 
 import (
 	"net"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // Discovered topics. A group with spec.nameServer has the routes of its topics that list no brokers (and
@@ -39,28 +36,6 @@ const absentIntervals = 3
 
 // routeReadBudget bounds one read of a source's routes, every name server and topic included.
 const routeReadBudget = 30 * time.Second
-
-// discoveredTopics are the names of the topics whose routes group reads from its name servers: the
-// topics of its spec that list no brokers and, unless spec.nameServer.retryTopic is Ignore or the group
-// broadcasts, its retry topic. None without spec.nameServer.
-func discoveredTopics(group *v1alpha1.ConsumerGroup) []string {
-	ns := group.Spec.NameServer
-	if ns == nil {
-		return nil
-	}
-	var out []string
-	listed := map[string]bool{}
-	for _, t := range group.Spec.Topics {
-		listed[t.Name] = true
-		if len(t.Brokers) == 0 {
-			out = append(out, t.Name)
-		}
-	}
-	if retry := group.RetryTopic(); retry != "" && !listed[retry] {
-		out = append(out, retry)
-	}
-	return out
-}
 
 // serviceAddr is the address of a Service's name servers.
 func serviceAddr(name, namespace string, port int32) string {
@@ -94,89 +69,6 @@ func refreshInterval(seconds *int32) time.Duration {
 		return defaultRefreshInterval
 	}
 	return max(time.Duration(*seconds)*time.Second, minRefreshInterval)
-}
-
-// brokerZone is a discovered broker's zone: from the first of zones that lists it, else <room> of a name
-// <room>@<broker>, else none.
-func brokerZone(broker string, zones ...[]v1alpha1.BrokerZone) string {
-	for _, list := range zones {
-		for _, z := range list {
-			if z.Broker == broker {
-				return z.Zone
-			}
-		}
-	}
-	if room, _, ok := strings.Cut(broker, "@"); ok && len(room) <= 63 {
-		return room
-	}
-	return ""
-}
-
-// topology is what a pass plans with: the group's topics with their brokers and queues, those the spec
-// writes out and the discovered ones (spec.nameServer) with the routes in force (status.routes). A pass
-// builds it once (topologyOf) and plans, observes and counts with it; the spec stays as written.
-type topology []v1alpha1.Topic
-
-// topologyOf is group's topology with routes: the spec's topics that list brokers, then each discovered
-// topic with the brokers and readable queues of its route (none before its first read).
-func topologyOf(group *v1alpha1.ConsumerGroup, routes *v1alpha1.RoutesStatus) topology {
-	names := discoveredTopics(group)
-	if len(names) == 0 {
-		return topology(group.Spec.Topics)
-	}
-	byName := map[string]*v1alpha1.TopicRoute{}
-	if routes != nil {
-		for i := range routes.Topics {
-			byName[routes.Topics[i].Name] = &routes.Topics[i]
-		}
-	}
-	out := topology(slices.DeleteFunc(slices.Clone(group.Spec.Topics), func(t v1alpha1.Topic) bool { return len(t.Brokers) == 0 }))
-	for _, name := range names {
-		t := v1alpha1.Topic{Name: name}
-		if r := byName[name]; r != nil {
-			for _, b := range r.Brokers {
-				zone := b.Zone
-				if zone == "" {
-					// Routes recorded before brokers had their zone in the status.
-					zone = brokerZone(b.Name, group.Spec.NameServer.BrokerZones)
-				}
-				t.Brokers = append(t.Brokers, v1alpha1.Broker{Name: b.Name, Queues: b.Queues, Zone: zone})
-			}
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-// scope is the set of the topology's queues, through which the operator reads what others write
-// (protocol.Scope).
-func (t topology) scope() *protocol.Scope {
-	s := protocol.NewScope()
-	for _, topic := range t {
-		for _, b := range topic.Brokers {
-			s.Add(topic.Name, b.Name, b.Queues)
-		}
-	}
-	return s
-}
-
-// brokerZones are the zones of the topology's brokers that have one, by broker name.
-func (t topology) brokerZones() map[string]string {
-	zones := map[string]string{}
-	for _, topic := range t {
-		for _, b := range topic.Brokers {
-			if b.Zone != "" {
-				zones[b.Name] = b.Zone
-			}
-		}
-	}
-	return zones
-}
-
-// Topology is the topics the operator plans group with: the spec's, and the discovered ones with the
-// routes of its status (topologyOf).
-func Topology(group *v1alpha1.ConsumerGroup) []v1alpha1.Topic {
-	return topologyOf(group, group.Status.Routes)
 }
 
 // routeRead is what one read of a source's routes found.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 )
 
@@ -115,7 +116,7 @@ func mergeRoutes(group *v1alpha1.ConsumerGroup, prev *v1alpha1.RoutesStatus, rea
 	}
 	grace := absentGrace(src)
 	complete, changed := true, false
-	for _, name := range discoveredTopics(group) {
+	for _, name := range plan.DiscoveredTopics(group) {
 		t := v1alpha1.TopicRoute{Name: name}
 		o := old[name]
 		if o != nil {
@@ -189,7 +190,7 @@ func absentGrace(src *routeSource) time.Duration {
 // setZones sets the zone of each of t's brokers from the first of zones that lists it, or its name.
 func setZones(t *v1alpha1.TopicRoute, zones ...[]v1alpha1.BrokerZone) {
 	for i := range t.Brokers {
-		t.Brokers[i].Zone = brokerZone(t.Brokers[i].Name, zones...)
+		t.Brokers[i].Zone = plan.BrokerZone(t.Brokers[i].Name, zones...)
 	}
 }
 
@@ -217,13 +218,13 @@ func setTopologyCondition(status *v1alpha1.ConsumerGroupStatus, group *v1alpha1.
 		return
 	}
 	var unanswered []string
-	for _, name := range discoveredTopics(group) {
+	for _, name := range plan.DiscoveredTopics(group) {
 		if _, ok := read.answers[name]; !ok {
 			unanswered = append(unanswered, name)
 		}
 	}
 	if len(unanswered) == 0 {
-		msg := fmt.Sprintf("The routes of %s were read from %s", count(len(discoveredTopics(group)), "topic"), read.answeredBy)
+		msg := fmt.Sprintf("The routes of %s were read from %s", count(len(plan.DiscoveredTopics(group)), "topic"), read.answeredBy)
 		set(metav1.ConditionFalse, v1alpha1.ReasonRoutesFresh, msg+absentNote(status.Routes, src))
 		return
 	}
@@ -252,7 +253,7 @@ func describeReadErrors(errs []*nameserver.Error) string {
 		}
 		parts = append(parts, fmt.Sprintf("name server %s: %s", e.Addr, readErrorSentence(e)))
 	}
-	return summarize(parts)
+	return plan.Summarize(parts)
 }
 
 // readErrorSentence is the operator's own sentence for e: the one the operator wrote, or the fixed one
@@ -273,7 +274,7 @@ func capMessage(s string) string {
 	return strings.ToValidUTF8(s[:maxRouteMessage-len(ellipsis)], "") + ellipsis
 }
 
-func summarizeNames(names []string) string { return joinFirst(names, ", ", " and %d more") }
+func summarizeNames(names []string) string { return plan.JoinFirst(names, ", ", " and %d more") }
 
 // absentNote says which topics the name servers report absent and keep their queues for now.
 func absentNote(routes *v1alpha1.RoutesStatus, src *routeSource) string {
@@ -291,7 +292,7 @@ func absentNote(routes *v1alpha1.RoutesStatus, src *routeSource) string {
 	if len(notes) == 0 {
 		return ""
 	}
-	return "; " + summarize(notes)
+	return "; " + plan.Summarize(notes)
 }
 
 // emitRouteEvents reports what recording the routes changed: a Warning when the routes turn stale (or
@@ -303,7 +304,7 @@ func (r *ConsumerGroupReconciler) emitRouteEvents(group *v1alpha1.ConsumerGroup,
 		}
 	}
 	if changes := routeChanges(old.Routes, group.Status.Routes); len(changes) > 0 {
-		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRoutesChanged, "ReadRoutes", "%s", capMessage("Discovered queues changed: "+summarize(changes)))
+		r.Recorder.Eventf(group, nil, corev1.EventTypeNormal, EventRoutesChanged, "ReadRoutes", "%s", capMessage("Discovered queues changed: "+plan.Summarize(changes)))
 	}
 }
 

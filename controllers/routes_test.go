@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/rocketmqstandin"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
@@ -356,7 +357,8 @@ func TestRoutesMixStaticAndDiscoveredTopics(t *testing.T) {
 		}
 		return nil
 	})
-	topo := Topology(getGroup(t, ns, "mix"))
+	mix := getGroup(t, ns, "mix")
+	topo := plan.TopologyOf(mix, mix.Status.Routes)
 	zones := map[string]string{}
 	for _, tp := range topo {
 		for _, b := range tp.Brokers {

@@ -5,53 +5,21 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
-	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
-
-// A queue set that shrinks (a broker turned read-only, a topic gone) republishes: the entries no longer
-// list the queues that left, although what the rest of the plan gives each member is unchanged.
-func TestDecideRepublishesWhenQueuesLeave(t *testing.T) {
-	t0 := time.Unix(1e9, 0)
-	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 8)
-	group.Spec.Handoff.Mode = v1alpha1.Immediate
-	obs := world(podsNamed("p0"))
-	obs.scope = topologyOf(group, nil).scope()
-	d := decide(group, obs, env(group, t0))
-	if !d.report.rebalance.published || len(entryOf(d, "p0")) != 8 {
-		t.Fatalf("first pass: rebalanced %v, p0 gets %v", d.report.rebalance.published, entryOf(d, "p0"))
-	}
-	next := applied(group, obs, d)
-	shrunk := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 4)
-	shrunk.Spec.Handoff.Mode = v1alpha1.Immediate
-	next.scope = topologyOf(shrunk, nil).scope()
-	next.setPublished(protocol.ReadPublishedIn(shrunk.Name, next.index, next.shards, next.scope, next.scope.Len()))
-	d2 := decide(shrunk, next, env(shrunk, t0.Add(time.Second)))
-	if !d2.report.rebalance.published || d2.report.generation <= d.report.generation || !slices.Equal(entryOf(d2, "p0"), qs(0, 1, 2, 3)) {
-		t.Fatalf("after the queue set shrank: rebalanced %v, generation %d (was %d), p0 gets %v", d2.report.rebalance.published, d2.report.generation, d.report.generation, entryOf(d2, "p0"))
-	}
-}
-
-func podsNamed(names ...string) []corev1.Pod {
-	out := make([]corev1.Pod, len(names))
-	for i, n := range names {
-		out[i] = pod(n)
-	}
-	return out
-}
 
 func TestMergeRoutes(t *testing.T) {
 	t0 := time.Unix(1e9, 0)
-	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 1)
+	group := fixture.Group(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 1)
 	group.Spec.Topics = []v1alpha1.Topic{{Name: "t"}, {Name: "s", Brokers: []v1alpha1.Broker{{Name: "b", Queues: 2}}}}
 	group.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:1"}, RefreshIntervalSeconds: ptr.To[int32](10), GroupName: "G"}
-	if got := discoveredTopics(group); !slices.Equal(got, []string{"t", "%RETRY%G"}) {
+	if got := plan.DiscoveredTopics(group); !slices.Equal(got, []string{"t", "%RETRY%G"}) {
 		t.Fatalf("discovered %v", got)
 	}
 	route := func(brokers ...nameserver.QueueData) nameserver.Answer {
@@ -114,34 +82,5 @@ func TestMergeRoutes(t *testing.T) {
 	group.Spec.NameServer = nil
 	if r8 := mergeRoutes(group, r6, nil, src); r8 != nil {
 		t.Fatalf("without a name server: %+v", r8)
-	}
-}
-
-func TestTopologyOf(t *testing.T) {
-	group := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 2)
-	group.Spec.Topics = append(group.Spec.Topics, v1alpha1.Topic{Name: "d"})
-	group.Spec.NameServer = &v1alpha1.NameServer{Addresses: []string{"n:1"}, RetryTopic: v1alpha1.RetryTopicIgnore,
-		BrokerZones: []v1alpha1.BrokerZone{{Broker: "x", Zone: "zx"}}}
-	routes := &v1alpha1.RoutesStatus{Topics: []v1alpha1.TopicRoute{{Name: "d", ReadTime: &metav1.Time{},
-		Brokers: []v1alpha1.BrokerRoute{{Name: "x", Queues: 3}, {Name: "r1@y", Queues: 1}, {Name: "z", Queues: 0}}}}}
-	spec := group.Spec.DeepCopy()
-	topo := topologyOf(group, routes)
-	want := []v1alpha1.Topic{group.Spec.Topics[0], {Name: "d", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 3, Zone: "zx"}, {Name: "r1@y", Queues: 1, Zone: "r1"}, {Name: "z"}}}}
-	if len(topo) != 2 || topo[1].Name != "d" || !slices.Equal(topo[1].Brokers, want[1].Brokers) {
-		t.Fatalf("topology %+v", topo)
-	}
-	if !equality.Semantic.DeepEqual(spec, &group.Spec) {
-		t.Fatal("topologyOf changed the group's spec")
-	}
-	if topo.scope().Len() != 6 {
-		t.Fatalf("scope of %d queues, want 6", topo.scope().Len())
-	}
-	if got := topo.brokerZones(); len(got) != 2 || got["x"] != "zx" || got["r1@y"] != "r1" {
-		t.Fatalf("broker zones %v", got)
-	}
-	if plain := testGroup(v1alpha1.Strategy{Type: v1alpha1.Averagely}, 2); !slices.EqualFunc(topologyOf(plain, nil), plain.Spec.Topics, func(a, b v1alpha1.Topic) bool {
-		return equality.Semantic.DeepEqual(a, b)
-	}) {
-		t.Fatal("a group without spec.nameServer is planned with its spec's topics")
 	}
 }

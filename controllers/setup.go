@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -255,7 +256,7 @@ func zoneChanged() predicate.Predicate {
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetLabels()[ZoneLabel] != e.ObjectNew.GetLabels()[ZoneLabel]
+			return e.ObjectOld.GetLabels()[plan.ZoneLabel] != e.ObjectNew.GetLabels()[plan.ZoneLabel]
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -46,48 +47,11 @@ type groupSightings struct {
 	leases map[types.UID]sighting
 	// published are the generations this operator knows were published, each with the time it first
 	// knew (publications).
-	published publications
+	published plan.Publications
 	// firstWritten is when this operator's own first write of a generation returned; zero before.
 	firstWritten time.Time
 	// restarts are the container restarts of the group's pods, by pod UID (restarts.go).
 	restarts map[types.UID]restartSighting
-}
-
-// publication is a generation of a group's assignment and when this operator first knew that the API
-// server held it whole: its own write of it returned, or it read it back matching its digests.
-type publication struct {
-	generation int64
-	knownAt    time.Time
-}
-
-// publications are a group's publications, by generation, the most recent maxPublications of them.
-type publications []publication
-
-// maxPublications bounds what an operator remembers of a group's publications. An older generation
-// counts as known from the oldest remembered, which is later: a member's promise then runs from later.
-const maxPublications = 64
-
-// add records that generation was known to be published at now.
-func (ps publications) add(generation int64, now time.Time) publications {
-	if n := len(ps); n > 0 && ps[n-1].generation >= generation {
-		return ps // known already, and since earlier; or an older copy read back
-	}
-	ps = append(ps, publication{generation: generation, knownAt: now})
-	if len(ps) > maxPublications {
-		ps = slices.Delete(ps, 0, len(ps)-maxPublications)
-	}
-	return ps
-}
-
-// knownSince is when the operator first knew that a generation at or above generation was published: the
-// moment from which every member that follows the protocol can have read one that is no older. False
-// when it knows of none.
-func (ps publications) knownSince(generation int64) (time.Time, bool) {
-	i, _ := slices.BinarySearchFunc(ps, generation, func(p publication, g int64) int { return cmp.Compare(p.generation, g) })
-	if i == len(ps) {
-		return time.Time{}, false
-	}
-	return ps[i].knownAt, true
 }
 
 // sawPublished records that the group's assignment at generation was known to be published whole at now.
@@ -95,7 +59,7 @@ func (s *leaseSightings) sawPublished(group types.NamespacedName, generation int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
-	g.published = g.published.add(generation, now)
+	g.published = g.published.Add(generation, now)
 }
 
 // wrote records that this operator's own write of the group's assignment at generation returned at now,
@@ -104,7 +68,7 @@ func (s *leaseSightings) wrote(group types.NamespacedName, generation int64, now
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
-	g.published = g.published.add(generation, now)
+	g.published = g.published.Add(generation, now)
 	if g.firstWritten.IsZero() {
 		g.firstWritten = now
 	}
@@ -122,7 +86,7 @@ func (s *leaseSightings) firstWritten(group types.NamespacedName) time.Time {
 }
 
 // publications returns what the operator knows of the group's publications.
-func (s *leaseSightings) publications(group types.NamespacedName) publications {
+func (s *leaseSightings) publications(group types.NamespacedName) plan.Publications {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[group]; g != nil {
@@ -218,7 +182,7 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 	for _, lease := range read {
 		l := protocol.ReadLeaseIn(lease, scope)
 		out.asWritten = append(out.asWritten, l)
-		readBy[incarnationKey(l.Pod, l.PodUID)] = true
+		readBy[plan.IncarnationKey(l.Pod, l.PodUID)] = true
 		p, known := prev[l.UID]
 		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease, afterTheFact: !known}
 		if known {
@@ -242,7 +206,7 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		ghost.RenewTime, ghost.RenewedBy = p.seenAt, p.renewedBy(maxSkew)
 		// A Lease the same incarnation wrote again under a new UID says what it reads now; one of another
 		// incarnation does not speak for this one.
-		if readBy[incarnationKey(ghost.Pod, ghost.PodUID)] || !ghost.Stands(now, maxSkew) {
+		if readBy[plan.IncarnationKey(ghost.Pod, ghost.PodUID)] || !ghost.Stands(now, maxSkew) {
 			continue
 		}
 		p.wentBack = false
@@ -263,16 +227,7 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 // the operator saw the renewal, or, for one it saw only after the fact, the time the Lease states plus the
 // clock skew bound, when that is earlier. A stated time in the future gains nothing.
 func (p sighting) renewedBy(maxSkew time.Duration) time.Time {
-	return renewedBy(p.renewTime, p.seenAt, p.afterTheFact, maxSkew)
-}
-
-// renewedBy is the latest time a renewal stated at renewTime and seen at seenAt can have happened, for
-// lateness: seenAt, unless it was seen after the fact and renewTime plus maxSkew is earlier.
-func renewedBy(renewTime, seenAt time.Time, afterTheFact bool, maxSkew time.Duration) time.Time {
-	if stated := renewTime.Add(maxSkew); afterTheFact && stated.Before(seenAt) {
-		return stated
-	}
-	return seenAt
+	return plan.RenewedBy(p.renewTime, p.seenAt, p.afterTheFact, maxSkew)
 }
 
 func b2i(b bool) int {

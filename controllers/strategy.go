@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
@@ -29,22 +30,22 @@ type cachedStrategy struct {
 }
 
 // get returns group's strategy, built anew when the spec's strategy changed.
-func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
+func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *plan.Problem) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
-	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && cached.keepsReturning == keepsQueuesForReturningPods(group) &&
+	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && cached.keepsReturning == plan.KeepsQueuesForReturningPods(group) &&
 		equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
 		return cached.strategy, nil
 	}
-	strategy, prob := newStrategy(group)
+	strategy, prob := plan.NewStrategy(group)
 	if prob != nil {
 		return nil, prob
 	}
 	if c.byGroup == nil {
 		c.byGroup = map[types.NamespacedName]cachedStrategy{}
 	}
-	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), keepsReturning: keepsQueuesForReturningPods(group), strategy: strategy}
+	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), keepsReturning: plan.KeepsQueuesForReturningPods(group), strategy: strategy}
 	return strategy, nil
 }
 
@@ -53,15 +54,4 @@ func (c *strategyCache) forget(group types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byGroup, group)
-}
-
-// newStrategy builds group's strategy from its spec.
-func newStrategy(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *problem) {
-	s := &group.Spec.Strategy
-	// Strict: the operator publishes only partitions of the spec's queues (allocate.Params.Strict).
-	strategy, err := allocate.New(allocate.Name(s.Type), strategyParams(group, true))
-	if err != nil {
-		return nil, strategyProblem(s, v1alpha1.ReasonInvalidStrategyParameters, err)
-	}
-	return strategy, nil
 }

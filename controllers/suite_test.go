@@ -36,6 +36,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -216,7 +217,7 @@ func must(t testing.TB, err error) {
 
 func createNode(t testing.TB, name, zone string) *corev1.Node {
 	t.Helper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ZoneLabel: zone}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{plan.ZoneLabel: zone}}}
 	must(t, k8s.Create(context.Background(), n))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
 	return n

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -252,7 +253,7 @@ func TestAcknowledgementAboveAnyGenerationIsIgnored(t *testing.T) {
 	waitForEvent(t, ns, "a", v1alpha1.ReasonLeaseTampered)
 	// The stopped member's Lease lapses and its queues move to the two others.
 	waitForSettled(t, ns, "a", own, 6, 2)
-	if after := getGroup(t, ns, "a").Status.AssignmentGeneration; after > before+recoveryStep {
+	if after := getGroup(t, ns, "a").Status.AssignmentGeneration; after > before+plan.RecoveryStep {
 		t.Fatalf("generation went from %d to %d after a Lease acknowledged %d", before, after, huge)
 	}
 	assertNoOverlap(t, own)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -75,16 +75,16 @@ func describeCommand(o *options) *cobra.Command {
 	return o.previewCommand("describe GROUP",
 		"Each member's pod, id, zone, weight, queues, acknowledged generation and Lease age; handoffs in flight; fenced members; conditions",
 		cobra.ExactArgs(1),
-		func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, _ []string) (answer, error) {
+		func(g *v1alpha1.ConsumerGroup, pv *plan.Preview, _ []string) (answer, error) {
 			return describe(g, pv, o.now()), nil
 		})
 }
 
 // describe assembles a Description from the group and its preview.
-func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time) Description {
+func describe(g *v1alpha1.ConsumerGroup, pv *plan.Preview, now time.Time) Description {
 	d := Description{Namespace: g.Namespace, Group: g.Name, Strategy: string(g.Spec.Strategy.Type), Paused: g.Spec.Paused,
 		Generation: pv.Generation, Unowned: g.Status.UnownedQueues, Conditions: g.Status.Conditions}
-	members := map[string]controllers.PreviewMember{}
+	members := map[string]plan.PreviewMember{}
 	for _, m := range pv.Members {
 		members[m.Pod] = m
 	}
@@ -133,12 +133,12 @@ func describe(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, now time.Time)
 
 // crossZones counts the published queues read outside their broker's zone and the fewest a balanced plan
 // allows; nil when no broker has a zone, where the count says nothing.
-func crossZones(pv *controllers.Preview) (current, least *int) {
+func crossZones(pv *plan.Preview) (current, least *int) {
 	if !slices.ContainsFunc(slices.Collect(maps.Values(pv.BrokerZones)), func(z string) bool { return z != "" }) {
 		return nil, nil
 	}
 	in := allocate.Input{Queues: pv.Queues, BrokerZones: pv.BrokerZones}
-	plan := allocate.Plan{}
+	reading := allocate.Plan{}
 	byPod := map[string]string{}
 	for _, m := range pv.Members {
 		in.Members = append(in.Members, m.Member)
@@ -149,9 +149,9 @@ func crossZones(pv *controllers.Preview) (current, least *int) {
 		if !ok {
 			id = "pod " + pod // not a member: its queues count as read from no zone
 		}
-		plan[id] = qs
+		reading[id] = qs
 	}
-	c, m := allocate.CrossZone(in, plan), allocate.MinCrossZone(in)
+	c, m := allocate.CrossZone(in, reading), allocate.MinCrossZone(in)
 	return &c, &m
 }
 
@@ -223,7 +223,7 @@ func whoHasCommand(o *options) *cobra.Command {
 	return o.previewCommand("who-has GROUP TOPIC/BROKER/ID",
 		"Which pod the published assignment gives a queue to, and which pods' Leases claim it",
 		cobra.MatchAll(cobra.ExactArgs(2), validQueue),
-		func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, args []string) (answer, error) {
+		func(g *v1alpha1.ConsumerGroup, pv *plan.Preview, args []string) (answer, error) {
 			q, _ := protocol.ParseQueue(args[1])
 			if !specQueue(g, q) {
 				return nil, fmt.Errorf("%s is not a queue of consumergroup %s/%s", q, g.Namespace, g.Name)
@@ -232,7 +232,7 @@ func whoHasCommand(o *options) *cobra.Command {
 		})
 }
 
-func whoHas(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, q allocate.Queue) WhoHas {
+func whoHas(g *v1alpha1.ConsumerGroup, pv *plan.Preview, q allocate.Queue) WhoHas {
 	w := WhoHas{Queue: q.String(), Generation: pv.Generation, ClaimedBy: []string{}}
 	for _, pod := range slices.Sorted(maps.Keys(pv.Current)) {
 		if slices.Contains(pv.Current[pod], q) {
@@ -274,7 +274,7 @@ func (w WhoHas) table(out io.Writer) error {
 
 // specQueue reports whether the group's spec lists q, or the routes of its discovered topics do.
 func specQueue(g *v1alpha1.ConsumerGroup, q allocate.Queue) bool {
-	for _, t := range controllers.Topology(g) {
+	for _, t := range plan.TopologyOf(g, g.Status.Routes) {
 		if t.Name != q.Topic {
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
@@ -22,7 +22,7 @@ func TestDescribeCrossZone(t *testing.T) {
 	for id := range int32(6) {
 		queues = append(queues, q("broker-a", id), q("broker-b", id))
 	}
-	pv := &controllers.Preview{Queues: queues, BrokerZones: map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"},
+	pv := &plan.Preview{Queues: queues, BrokerZones: map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"},
 		Current: map[string][]allocate.Queue{
 			"a1": {q("broker-a", 0), q("broker-b", 0), q("broker-b", 1)},
 			"a2": {q("broker-a", 1), q("broker-b", 2), q("broker-b", 3)},
@@ -31,7 +31,7 @@ func TestDescribeCrossZone(t *testing.T) {
 			"c1": {q("broker-a", 4), q("broker-a", 5)},
 		}}
 	for _, m := range []struct{ pod, zone string }{{"a1", "zone-a"}, {"a2", "zone-a"}, {"b1", "zone-b"}, {"b2", "zone-b"}, {"c1", "zone-c"}} {
-		pv.Members = append(pv.Members, controllers.PreviewMember{Member: allocate.Member{ID: m.pod, Zone: m.zone, Weight: 1}, Pod: m.pod})
+		pv.Members = append(pv.Members, plan.PreviewMember{Member: allocate.Member{ID: m.pod, Zone: m.zone, Weight: 1}, Pod: m.pod})
 	}
 	g := &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "orders"}}
 	d := describe(g, pv, time.Now())
@@ -62,7 +62,7 @@ func TestDescribeRoutes(t *testing.T) {
 		{Name: "orders", ReadTime: &read, Brokers: []v1alpha1.BrokerRoute{{Name: "a", Queues: 16, ReadQueueNums: 16, Perm: 6}, {Name: "b", ReadQueueNums: 8, Perm: 2}}},
 		{Name: "gone", ReadTime: &read, AbsentSince: &read},
 	}}
-	d := describe(g, &controllers.Preview{}, now)
+	d := describe(g, &plan.Preview{}, now)
 	var out bytes.Buffer
 	if err := d.table(&out); err != nil {
 		t.Fatal(err)
@@ -81,10 +81,10 @@ func TestDescribeRoutes(t *testing.T) {
 // a1 home moves 2 queues where balance needs none, and says so.
 func TestPlanMoveCounts(t *testing.T) {
 	q := func(b string, id int32) allocate.Queue { return allocate.Queue{Topic: "orders", Broker: b, ID: id} }
-	pv := &controllers.Preview{
+	pv := &plan.Preview{
 		Queues:      []allocate.Queue{q("broker-a", 0), q("broker-a", 1), q("broker-b", 0), q("broker-b", 1)},
 		BrokerZones: map[string]string{"broker-a": "zone-a", "broker-b": "zone-b"},
-		Members: []controllers.PreviewMember{
+		Members: []plan.PreviewMember{
 			{Member: allocate.Member{ID: "10.0.0.1@a1", Zone: "zone-a", Weight: 1}, Pod: "a1"},
 			{Member: allocate.Member{ID: "10.0.0.2@b1", Zone: "zone-b", Weight: 1}, Pod: "b1"},
 		},
@@ -93,7 +93,7 @@ func TestPlanMoveCounts(t *testing.T) {
 	}
 	g := &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "orders"}}
 	g.Spec.Strategy.Type = v1alpha1.Sticky
-	p := plan(g, pv, "as it is")
+	p := planFor(g, pv, "as it is")
 	if p.Moved != 2 || p.BalanceMoves == nil || *p.BalanceMoves != 0 || *p.LocalityMoves != 2 {
 		t.Fatalf("%d moved, %v balance and %v locality moves; want 2, 0 and 2", p.Moved, p.BalanceMoves, p.LocalityMoves)
 	}
@@ -106,16 +106,16 @@ func TestPlanMoveCounts(t *testing.T) {
 	}
 	// Another strategy's moves beyond the bound are not locality moves: no split.
 	g.Spec.Strategy.Type = v1alpha1.Averagely
-	if p := plan(g, pv, "as it is"); p.BalanceMoves != nil || p.LocalityMoves != nil {
+	if p := planFor(g, pv, "as it is"); p.BalanceMoves != nil || p.LocalityMoves != nil {
 		t.Errorf("Averagely: %v balance and %v locality moves, want neither", *p.BalanceMoves, *p.LocalityMoves)
 	}
 	g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky, Sticky: &v1alpha1.StickyParameters{BalanceBy: v1alpha1.BalanceByLoad}}
-	if p := plan(g, pv, "as it is"); p.BalanceMoves != nil {
+	if p := planFor(g, pv, "as it is"); p.BalanceMoves != nil {
 		t.Errorf("Sticky by load: %v balance moves, want no split", *p.BalanceMoves)
 	}
 	g.Spec.Strategy = v1alpha1.Strategy{Type: v1alpha1.Sticky}
 	pv.Target = pv.Current
-	if p := plan(g, pv, "as it is"); p.Moved != 0 || *p.BalanceMoves != 0 || *p.LocalityMoves != 0 {
+	if p := planFor(g, pv, "as it is"); p.Moved != 0 || *p.BalanceMoves != 0 || *p.LocalityMoves != 0 {
 		t.Errorf("nothing moves, yet %d moved, %d balance and %d locality moves", p.Moved, *p.BalanceMoves, *p.LocalityMoves)
 	}
 }

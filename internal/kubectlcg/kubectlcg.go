@@ -21,6 +21,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/scheme"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -81,7 +82,7 @@ func (o *options) group(ctx context.Context, name string) (client.Client, *v1alp
 }
 
 // preview reads the named group and computes its preview as it is.
-func (o *options) preview(ctx context.Context, name string) (*v1alpha1.ConsumerGroup, *controllers.Preview, error) {
+func (o *options) preview(ctx context.Context, name string) (*v1alpha1.ConsumerGroup, *plan.Preview, error) {
 	c, g, err := o.group(ctx, name)
 	if err != nil {
 		return nil, nil, err
@@ -98,7 +99,7 @@ type answer interface {
 // previewCommand is a command that reads the group its first argument names, computes its preview as it
 // is, and prints what answer makes of them.
 func (o *options) previewCommand(use, short string, args cobra.PositionalArgs,
-	answerOf func(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, args []string) (answer, error)) *cobra.Command {
+	answerOf func(g *v1alpha1.ConsumerGroup, pv *plan.Preview, args []string) (answer, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,

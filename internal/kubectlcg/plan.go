@@ -17,6 +17,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
@@ -129,7 +130,7 @@ func planCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.print(plan(g, pv, change))
+			return o.print(planFor(g, pv, change))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "a changed ConsumerGroup, as you would apply it")
@@ -173,13 +174,13 @@ func dryRun(ctx context.Context, c client.Client, g *v1alpha1.ConsumerGroup) err
 // scaled is c, except that the group's member pods are as many as replicas: the members past replicas
 // in the strategy's order are left out, as a StatefulSet scales down from its last ordinal, and new pods
 // like the last member are added, spread over the members' nodes in turn.
-func scaled(c client.Client, pv *controllers.Preview, replicas int) client.Client {
+func scaled(c client.Client, pv *plan.Preview, replicas int) client.Client {
 	return &scaledPods{Client: c, pv: pv, replicas: replicas}
 }
 
 type scaledPods struct {
 	client.Client
-	pv       *controllers.Preview
+	pv       *plan.Preview
 	replicas int
 }
 
@@ -226,15 +227,15 @@ func (s *scaledPods) List(ctx context.Context, list client.ObjectList, opts ...c
 }
 
 // compareMembers orders two member pods as the preview lists them.
-func compareMembers(pv *controllers.Preview, a, b string) int {
+func compareMembers(pv *plan.Preview, a, b string) int {
 	index := func(pod string) int {
-		return slices.IndexFunc(pv.Members, func(m controllers.PreviewMember) bool { return m.Pod == pod })
+		return slices.IndexFunc(pv.Members, func(m plan.PreviewMember) bool { return m.Pod == pod })
 	}
 	return index(a) - index(b)
 }
 
 // plan compares what the members read now with the preview's target.
-func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Plan {
+func planFor(g *v1alpha1.ConsumerGroup, pv *plan.Preview, change string) Plan {
 	p := Plan{Namespace: g.Namespace, Group: g.Name, Change: change, Reason: pv.Reason, Message: pv.Message, Moves: []Move{}}
 	if pv.Target == nil {
 		return p
@@ -264,10 +265,10 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 		}
 	}
 	p.Moved, p.Queues = len(p.Moves), len(pv.Queues)
-	plan := allocate.Plan{}
+	target := allocate.Plan{}
 	for i, m := range pv.Members {
 		qs := pv.Target[m.Pod]
-		plan[m.ID] = qs
+		target[m.ID] = qs
 		p.Members = append(p.Members, PlannedMember{Pod: m.Pod, ID: m.ID, Zone: m.Zone, Count: len(qs), Queues: ranges(qs)})
 		if i == 0 || len(qs) < p.MinLoad {
 			p.MinLoad = len(qs)
@@ -283,14 +284,14 @@ func plan(g *v1alpha1.ConsumerGroup, pv *controllers.Preview, change string) Pla
 		}
 	}
 	if stickyByCount(g) {
-		moves := allocate.CountMoves(allocate.Input{Queues: pv.Queues, Members: members, Previous: current}, plan)
+		moves := allocate.CountMoves(allocate.Input{Queues: pv.Queues, Members: members, Previous: current}, target)
 		p.BalanceMoves, p.LocalityMoves = &moves.Balance, &moves.Locality
 	}
 	// A queue whose broker has no zone counts as outside it; without any zone, the count says nothing.
 	for _, z := range pv.BrokerZones {
 		if z != "" {
 			in := allocate.Input{Queues: pv.Queues, Members: members, BrokerZones: pv.BrokerZones}
-			p.CrossZone, p.MinCrossZone = allocate.CrossZone(in, plan), allocate.MinCrossZone(in)
+			p.CrossZone, p.MinCrossZone = allocate.CrossZone(in, target), allocate.MinCrossZone(in)
 			p.Zoned = true
 			break
 		}
