@@ -2,6 +2,7 @@ package main
 
 import (
 	"go/build"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -37,8 +38,8 @@ func moduleDeps(t *testing.T, pkg string) []string {
 }
 
 // TestDependenciesPointOneWay keeps the packages' dependencies as the layout in the README draws them: the
-// member client links no strategy and no controller, the API types no algorithm, the kubectl plugin not
-// the operator's manager.
+// member client links no strategy and no controller, the API types no algorithm, the plan no I/O, the
+// kubectl plugin neither the operator's manager nor its reconciler.
 func TestDependenciesPointOneWay(t *testing.T) {
 	for _, tc := range []struct {
 		pkg       string
@@ -49,12 +50,34 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{"pkg/queue", []string{"pkg/allocate", "pkg/protocol"}},
 		{"pkg/allocate", []string{"api/v1alpha1", "pkg/protocol", "controllers"}},
 		{"api/v1alpha1", []string{"pkg/allocate", "pkg/protocol", "controllers"}},
-		{"internal/kubectlcg", []string{"internal/manager"}},
+		{"internal/plan", []string{"controllers", "internal/observe", "internal/manager"}},
+		{"internal/observe", []string{"controllers", "internal/manager"}},
+		{"internal/kubectlcg", []string{"internal/manager", "controllers"}},
 	} {
 		deps := moduleDeps(t, tc.pkg)
 		for _, f := range tc.forbidden {
 			if slices.Contains(deps, f) {
 				t.Errorf("%s depends on %s (its dependencies: %s)", tc.pkg, f, strings.Join(deps, ", "))
+			}
+		}
+	}
+}
+
+// TestPlanDoesNoIO keeps internal/plan a package of values: neither it nor anything it imports reaches the
+// API server (client-go) or a manager (controller-runtime), so its decisions are tested without a cluster.
+func TestPlanDoesNoIO(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/plan").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./internal/plan: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"/internal/plan") {
+		t.Fatalf("go list -deps ./internal/plan did not list the package itself: %s", out)
+	}
+	for _, d := range deps {
+		for _, io := range []string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go"} {
+			if d == io || strings.HasPrefix(d, io+"/") {
+				t.Errorf("internal/plan depends on %s", d)
 			}
 		}
 	}

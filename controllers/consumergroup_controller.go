@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -58,14 +59,19 @@ type ConsumerGroupReconciler struct {
 	// metrics keeps what the group metrics need across passes.
 	metrics groupMetrics
 	// sightings times the members' Lease renewals on the operator's clock and remembers vanished Leases.
-	sightings leaseSightings
+	sightings observe.LeaseSightings
 	// nodeLeases times the kubelets' node Lease renewals on the operator's clock.
-	nodeLeases nodeLeaseSightings
+	nodeLeases observe.NodeLeaseSightings
 	// quickRetries counts the passes in a row that met a newer object.
 	quickRetries retryCounts
 	// routes reads the routes of the groups' discovered topics from their name servers, shared per
 	// source (routereads.go).
 	routes routeReads
+}
+
+// observer reads a pass's world through the cache, with the operator's sightings of the Leases.
+func (r *ConsumerGroupReconciler) observer() observe.Observer {
+	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Leases: &r.sightings, Nodes: &r.nodeLeases}
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -106,7 +112,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	// What the pass plans with: the spec's topics, the discovered ones with the routes in force.
 	topo := plan.TopologyOf(&group, group.Status.Routes)
-	obs, err := r.observe(ctx, &group, topo, now)
+	obs, err := r.observer().Observe(ctx, &group, topo, now)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
@@ -127,7 +133,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if len(d.Write.ConfigMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
-		r.sightings.wrote(req.NamespacedName, d.Report.Generation, r.Clock.Now())
+		r.sightings.Wrote(req.NamespacedName, d.Report.Generation, r.Clock.Now())
 	}
 	if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
@@ -224,7 +230,7 @@ func (c *retryCounts) reset(group types.NamespacedName) {
 func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.strategies.forget(group)
 	r.metrics.forget(group)
-	r.sightings.forget(group)
+	r.sightings.Forget(group)
 	r.quickRetries.reset(group)
 	r.routes.forget(group)
 	forgetRouteMetrics(group)

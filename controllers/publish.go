@@ -57,7 +57,7 @@ func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alph
 func (r *ConsumerGroupReconciler) publish(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, w plan.Writes) error {
 	for _, part := range w.ConfigMaps {
 		observed := obs.Shards[part.Name]
-		if part.Name == assignmentName(group) {
+		if part.Name == protocol.AssignmentName(group.Name) {
 			observed = obs.Index
 		}
 		if err := r.writeConfigMap(ctx, group, observed, part); err != nil {

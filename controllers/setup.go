@@ -218,7 +218,7 @@ func (r *ConsumerGroupReconciler) renewalSeen() handler.TypedEventHandler[client
 			return
 		}
 		for _, req := range groupOfLease(context.Background(), lease) {
-			r.sightings.saw(req.NamespacedName, lease, r.Clock.Now())
+			r.sightings.Saw(req.NamespacedName, lease, r.Clock.Now())
 		}
 	}
 	return handler.Funcs{

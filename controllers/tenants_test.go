@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -226,7 +227,7 @@ func TestForeignConfigMapIsNotAdopted(t *testing.T) {
 	waitForCondition(t, ns, "o", v1alpha1.ConditionStalled, metav1.ConditionFalse, v1alpha1.ReasonHealthy)
 	// The group's first generation is recorded in its status before it is published.
 	eventually(t, waitFor, func() error {
-		if cm := getAssignment(t, ns, "o"); cm == nil || !controlledBy(cm, getGroup(t, ns, "o")) {
+		if cm := getAssignment(t, ns, "o"); cm == nil || !observe.ControlledBy(cm, getGroup(t, ns, "o")) {
 			return fmt.Errorf("the group did not publish its own assignment once the user's ConfigMap was gone: %v", cm)
 		}
 		return nil

@@ -1,7 +1,7 @@
 // Package kubectlcg is the kubectl plugin kubectl-cg: it answers, from the live state of a cluster, who
 // reads what in a ConsumerGroup (describe, who-has), what a change would move (plan), and freezes or
 // unfreezes a group for an incident (pause, resume). It reads what the operator reads and computes plans
-// with the operator's own code (controllers.PreviewGroup); only pause and resume write.
+// with the operator's own code (observe.PreviewGroup); only pause and resume write.
 package kubectlcg
 
 import (
@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/scheme"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
@@ -87,7 +87,7 @@ func (o *options) preview(ctx context.Context, name string) (*v1alpha1.ConsumerG
 	if err != nil {
 		return nil, nil, err
 	}
-	pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+	pv, err := observe.PreviewGroup(ctx, c, g, o.now())
 	return g, pv, err
 }
 

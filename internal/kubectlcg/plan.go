@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
-	"github.com/consumergroup-operator/consumergroup-operator/controllers"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
@@ -115,7 +115,7 @@ func planCommand(o *options) *cobra.Command {
 				if replicas < 0 {
 					return fmt.Errorf("--replicas %d: want 0 or more", replicas)
 				}
-				pv, err := controllers.PreviewGroup(ctx, c, g, o.now())
+				pv, err := observe.PreviewGroup(ctx, c, g, o.now())
 				if err != nil {
 					return err
 				}
@@ -126,7 +126,7 @@ func planCommand(o *options) *cobra.Command {
 			}
 			// A what-if is planned as if the group were running: a paused group's preview is where it goes
 			// once resumed.
-			pv, err := controllers.PreviewGroup(ctx, reader, g, o.now())
+			pv, err := observe.PreviewGroup(ctx, reader, g, o.now())
 			if err != nil {
 				return err
 			}

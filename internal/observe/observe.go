@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
@@ -21,22 +22,38 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// observe reads everything one pass of group needs. It reads through the cache, except that when the
+// Observer reads what one pass of a group decides from. The operator's passes read through the cache and
+// remember, between passes, when they saw the Leases renewed; a command line tool reads the API server and
+// remembers nothing.
+type Observer struct {
+	// Cached is where a pass reads first (the manager's cache); Live is the API server, read when the cache
+	// shows the operator's own objects deleted or edited.
+	Cached, Live client.Reader
+	// Clock dates what is read back of the operator's own writes; MaxSkew is how far the members' clocks may
+	// differ from it.
+	Clock   clock.PassiveClock
+	MaxSkew time.Duration
+	// Leases and Nodes are what the operator saw of the members' and the nodes' Leases on earlier passes.
+	Leases *LeaseSightings
+	Nodes  *NodeLeaseSightings
+}
+
+// Observe reads everything one pass of group needs. It reads through the cache, except that when the
 // published objects look deleted or edited there, it reads them again from the API server (the cache may
 // lag the operator's own writes) and, if they still do, reads the Leases from there too: a recovery
 // rests on the members' claims alone, so they must be the newest.
-func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.ConsumerGroup, topo plan.Topology, now time.Time) (*plan.Observation, error) {
+func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, topo plan.Topology, now time.Time) (*plan.Observation, error) {
 	obs := &plan.Observation{PodsByName: map[string]*corev1.Pod{}, Scope: topo.Scope()}
-	if err := r.readPublished(ctx, r.Client, group, obs); err != nil {
+	if err := o.readPublished(ctx, o.Cached, group, obs); err != nil {
 		return nil, fmt.Errorf("reading the published assignment: %w", err)
 	}
 	if len(obs.Published.Tampered) > 0 || !obs.Published.Exists && group.Status.AssignmentGeneration > 0 {
 		obs.LiveRead = true
-		if err := r.readPublished(ctx, r.APIReader, group, obs); err != nil {
+		if err := o.readPublished(ctx, o.Live, group, obs); err != nil {
 			return nil, fmt.Errorf("reading the published assignment from the API server: %w", err)
 		}
 	}
-	if err := r.observeLeases(ctx, group, obs, now); err != nil {
+	if err := o.observeLeases(ctx, group, obs, now); err != nil {
 		return nil, err
 	}
 
@@ -46,7 +63,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		return obs, nil
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	if err := o.Cached.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("listing the pods spec.selector matches: %w", err)
 	}
 	obs.Pods = pods.Items
@@ -71,7 +88,7 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 			continue
 		}
 		var pod corev1.Pod
-		switch err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
+		switch err := o.Cached.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
 		case err == nil:
 			obs.PodsByName[name] = &pod
 		case !apierrors.IsNotFound(err):
@@ -79,11 +96,11 @@ func (r *ConsumerGroupReconciler) observe(ctx context.Context, group *v1alpha1.C
 		}
 	}
 
-	if obs.NodeZones, err = r.readNodeZones(ctx, obs.Pods); err != nil {
+	if obs.NodeZones, err = o.readNodeZones(ctx, obs.Pods); err != nil {
 		return nil, err
 	}
-	obs.NodeLateAt = r.nodeLeases.lateAt(obs.NodeZones, r.maxClockSkew())
-	obs.RestartedAt = r.sightings.observeRestarts(client.ObjectKeyFromObject(group), obs.Pods, renewals(obs.Leases), now)
+	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, o.MaxSkew)
+	obs.RestartedAt = o.Leases.observeRestarts(client.ObjectKeyFromObject(group), obs.Pods, renewals(obs.Leases), now)
 	return obs, nil
 }
 
@@ -100,11 +117,11 @@ func renewals(leases []protocol.LeaseState) map[types.UID]time.Time {
 
 // observeLeases reads the group's Leases (from the API server when the published objects were) and
 // counts them as the operator's sightings do (leaseSightings), and records the publication read back.
-func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, now time.Time) error {
+func (o Observer) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, now time.Time) error {
 	var leases coordinationv1.LeaseList
-	reader := client.Reader(r.Client)
+	reader := o.Cached
 	if obs.LiveRead {
-		reader = r.APIReader
+		reader = o.Live
 	}
 	if err := reader.List(ctx, &leases, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
 		return fmt.Errorf("listing the group's Leases: %w", err)
@@ -114,21 +131,21 @@ func (r *ConsumerGroupReconciler) observeLeases(ctx context.Context, group *v1al
 		read[i] = &leases.Items[i]
 	}
 	key := client.ObjectKeyFromObject(group)
-	sighted := r.sightings.observe(key, read, obs.Scope, now, r.maxClockSkew())
+	sighted := o.Leases.observe(key, read, obs.Scope, now, o.MaxSkew)
 	obs.Leases, obs.Vanished, obs.Backwards, obs.SightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
 	obs.LeasesAsWritten = sighted.asWritten
 	if obs.Published.Exists && len(obs.Published.Tampered) == 0 {
 		// Read back as written: the API server held it before this moment.
-		r.sightings.sawPublished(key, obs.Published.Generation, r.Clock.Now())
+		o.Leases.sawPublished(key, obs.Published.Generation, o.Clock.Now())
 	}
-	obs.Publications = r.sightings.publications(key)
-	obs.FirstWrittenAt = r.sightings.firstWritten(key)
+	obs.Publications = o.Leases.publications(key)
+	obs.FirstWrittenAt = o.Leases.firstWritten(key)
 	return nil
 }
 
 // readNodeZones maps each node a Running and Ready pod of pods runs on to its zone label ("" for none, or
 // for a node that is gone).
-func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []corev1.Pod) (map[string]string, error) {
+func (o Observer) readNodeZones(ctx context.Context, pods []corev1.Pod) (map[string]string, error) {
 	zones := map[string]string{}
 	for i := range pods {
 		name := pods[i].Spec.NodeName
@@ -136,7 +153,7 @@ func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []core
 			continue
 		}
 		var node corev1.Node
-		switch err := r.Get(ctx, types.NamespacedName{Name: name}, &node); {
+		switch err := o.Cached.Get(ctx, types.NamespacedName{Name: name}, &node); {
 		case err == nil:
 			zones[name] = node.Labels[plan.ZoneLabel]
 		case apierrors.IsNotFound(err):
@@ -151,13 +168,13 @@ func (r *ConsumerGroupReconciler) readNodeZones(ctx context.Context, pods []core
 // readPublished reads group's assignment ConfigMaps through reader. The cache holds only ConfigMaps with
 // the operator's label: an index missing there is looked for on the API server, where someone may have
 // taken the label off.
-func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader client.Reader, group *v1alpha1.ConsumerGroup, obs *plan.Observation) error {
+func (o Observer) readPublished(ctx context.Context, reader client.Reader, group *v1alpha1.ConsumerGroup, obs *plan.Observation) error {
 	obs.Index, obs.Shards = nil, map[string]*corev1.ConfigMap{}
 	var owned corev1.ConfigMapList
 	if err := reader.List(ctx, &owned, client.InNamespace(group.Namespace), client.MatchingLabels{protocol.GroupLabel: group.Name}); err != nil {
 		return fmt.Errorf("listing the group's ConfigMaps: %w", err)
 	}
-	index := assignmentName(group)
+	index := protocol.AssignmentName(group.Name)
 	for i := range owned.Items {
 		cm := &owned.Items[i]
 		switch {
@@ -169,7 +186,7 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 	}
 	if obs.Index == nil {
 		var cm corev1.ConfigMap
-		switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: index}, &cm); {
+		switch err := o.Live.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: index}, &cm); {
 		case err == nil:
 			obs.Index = &cm
 		case !apierrors.IsNotFound(err):
@@ -186,7 +203,7 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 				continue
 			}
 			var cm corev1.ConfigMap
-			switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &cm); {
+			switch err := o.Live.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &cm); {
 			case err == nil:
 				obs.Shards[name] = &cm
 			case !apierrors.IsNotFound(err):
@@ -195,12 +212,12 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 		}
 	}
 	obs.Foreign = nil
-	if obs.Index != nil && !controlledBy(obs.Index, group) {
+	if obs.Index != nil && !ControlledBy(obs.Index, group) {
 		obs.Foreign = append(obs.Foreign, obs.Index.Name)
 		obs.Index = nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(obs.Shards)) {
-		if !controlledBy(obs.Shards[name], group) {
+		if !ControlledBy(obs.Shards[name], group) {
 			obs.Foreign = append(obs.Foreign, name)
 			delete(obs.Shards, name)
 		}
@@ -214,10 +231,7 @@ func (r *ConsumerGroupReconciler) readPublished(ctx context.Context, reader clie
 }
 
 // controlledBy reports whether group is cm's controller: the operator created it for this group.
-func controlledBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
+func ControlledBy(cm *corev1.ConfigMap, group *v1alpha1.ConsumerGroup) bool {
 	owner := metav1.GetControllerOf(cm)
 	return owner != nil && owner.UID == group.UID && owner.Kind == protocol.GroupKind && owner.APIVersion == protocol.GroupAPIVersion
 }
-
-// assignmentName is the name of group's assignment ConfigMap.
-func assignmentName(group *v1alpha1.ConsumerGroup) string { return protocol.AssignmentName(group.Name) }

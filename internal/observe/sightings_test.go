@@ -1,14 +1,11 @@
-package controllers
+package observe
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
@@ -111,11 +108,11 @@ func TestSight(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s leaseSightings
+			var s LeaseSightings
 			key := types.NamespacedName{Namespace: "ns", Name: "g"}
 			for i, p := range c.passes {
 				for _, e := range p.events {
-					s.saw(key, e.lease, e.at)
+					s.Saw(key, e.lease, e.at)
 				}
 				out := s.observe(key, p.read, nil, p.now, skew)
 				got, gotBy := map[string]time.Time{}, map[string]time.Time{}
@@ -144,25 +141,5 @@ func TestSight(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// A write that meets a newer object is retried quickly a few times, then through the controller's
-// exponential backoff; a pass that gets through starts the count again.
-func TestRetryBacksOffWhenAWriteKeepsFailing(t *testing.T) {
-	r := &ConsumerGroupReconciler{}
-	key := types.NamespacedName{Namespace: "ns", Name: "g"}
-	exists := apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, "g-assignment-0")
-	for i := 1; i <= maxQuickRetries; i++ {
-		if res, err := r.retry(context.Background(), key, "assignment", exists); err != nil || res.RequeueAfter != conflictRetry {
-			t.Fatalf("retry %d: %v, %v; want a quick retry", i, res, err)
-		}
-	}
-	if _, err := r.retry(context.Background(), key, "assignment", exists); err == nil {
-		t.Fatalf("retry %d was quick again: a write in the way would be retried every %v for ever", maxQuickRetries+1, conflictRetry)
-	}
-	r.quickRetries.reset(key)
-	if res, err := r.retry(context.Background(), key, "assignment", exists); err != nil || res.RequeueAfter != conflictRetry {
-		t.Fatalf("after a pass that got through: %v, %v; want a quick retry", res, err)
 	}
 }

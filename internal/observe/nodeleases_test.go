@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"testing"
@@ -37,9 +37,9 @@ func TestNodeLeaseLateness(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s nodeLeaseSightings
+			var s NodeLeaseSightings
 			for _, x := range tc.sights {
-				s.saw(nodeLease(x.stated), x.at, skew)
+				s.Saw(nodeLease(x.stated), x.at, skew)
 			}
 			if got := s.lateAt(map[string]string{"n": ""}, skew)["n"]; !got.Equal(tc.want) {
 				t.Fatalf("the node is late at %v, want %v", got.Sub(fixture.T0), tc.want.Sub(fixture.T0))

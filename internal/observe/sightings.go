@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"cmp"
@@ -35,7 +35,7 @@ import (
 // revoked; they are read by another only after its acknowledgement or its promise, which no clock
 // decides. A clock that is wrong makes the operator revoke early once, and the next renewal, seen as it
 // happens, makes the member one again.
-type leaseSightings struct {
+type LeaseSightings struct {
 	mu sync.Mutex
 	// groups holds, per group, each Lease's sighting by the Lease's UID, and when the operator first
 	// looked at the group.
@@ -55,7 +55,7 @@ type groupSightings struct {
 }
 
 // sawPublished records that the group's assignment at generation was known to be published whole at now.
-func (s *leaseSightings) sawPublished(group types.NamespacedName, generation int64, now time.Time) {
+func (s *LeaseSightings) sawPublished(group types.NamespacedName, generation int64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
@@ -64,7 +64,7 @@ func (s *leaseSightings) sawPublished(group types.NamespacedName, generation int
 
 // wrote records that this operator's own write of the group's assignment at generation returned at now,
 // as sawPublished does, and the first such moment (firstWritten).
-func (s *leaseSightings) wrote(group types.NamespacedName, generation int64, now time.Time) {
+func (s *LeaseSightings) Wrote(group types.NamespacedName, generation int64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
@@ -76,7 +76,7 @@ func (s *leaseSightings) wrote(group types.NamespacedName, generation int64, now
 
 // firstWritten is when this operator's own first write of the group's assignment returned: what it
 // wrote gave nothing to a pod it never saw. Zero before.
-func (s *leaseSightings) firstWritten(group types.NamespacedName) time.Time {
+func (s *LeaseSightings) firstWritten(group types.NamespacedName) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[group]; g != nil {
@@ -86,7 +86,7 @@ func (s *leaseSightings) firstWritten(group types.NamespacedName) time.Time {
 }
 
 // publications returns what the operator knows of the group's publications.
-func (s *leaseSightings) publications(group types.NamespacedName) plan.Publications {
+func (s *LeaseSightings) publications(group types.NamespacedName) plan.Publications {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[group]; g != nil {
@@ -125,7 +125,7 @@ type sightedLeases struct {
 
 // observe records the group's Leases as read at now and returns them as the operator counts them, each
 // read through scope (protocol.ReadLeaseIn).
-func (s *leaseSightings) observe(group types.NamespacedName, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) sightedLeases {
+func (s *LeaseSightings) observe(group types.NamespacedName, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) sightedLeases {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
@@ -136,7 +136,7 @@ func (s *leaseSightings) observe(group types.NamespacedName, read []*coordinatio
 }
 
 // saw records that the operator saw lease, of group, at now, as its watch event arrived, between passes.
-func (s *leaseSightings) saw(group types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
+func (s *LeaseSightings) Saw(group types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.group(group, now)
@@ -154,7 +154,7 @@ func (s *leaseSightings) saw(group types.NamespacedName, lease *coordinationv1.L
 }
 
 // group returns what was seen of group, first seen at now if nothing was.
-func (s *leaseSightings) group(group types.NamespacedName, now time.Time) *groupSightings {
+func (s *LeaseSightings) group(group types.NamespacedName, now time.Time) *groupSightings {
 	if s.groups == nil {
 		s.groups = map[types.NamespacedName]*groupSightings{}
 	}
@@ -167,7 +167,7 @@ func (s *leaseSightings) group(group types.NamespacedName, now time.Time) *group
 }
 
 // forget drops what was seen of a group that is gone.
-func (s *leaseSightings) forget(group types.NamespacedName) {
+func (s *LeaseSightings) Forget(group types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.groups, group)

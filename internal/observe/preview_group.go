@@ -1,4 +1,4 @@
-package controllers
+package observe
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 
 // PreviewGroup computes group's Preview from what c reads (the API server, for a command line tool), at
 // now. The preview of a paused group is the plan it would publish once resumed.
-func PreviewGroup(ctx context.Context, c client.Client, group *v1alpha1.ConsumerGroup, now time.Time) (*plan.Preview, error) {
-	// The clock dates what observe reads back, as a pass would; a preview keeps none of it.
-	r := &ConsumerGroupReconciler{Client: c, APIReader: c, Clock: clock.RealClock{}}
+func PreviewGroup(ctx context.Context, c client.Reader, group *v1alpha1.ConsumerGroup, now time.Time) (*plan.Preview, error) {
+	// The clock dates what Observe reads back, as a pass would; a preview keeps none of it, and has no
+	// sightings of earlier passes.
+	o := Observer{Cached: c, Live: c, Clock: clock.RealClock{}, MaxSkew: protocol.DefaultMaxClockSkew, Leases: &LeaseSightings{}, Nodes: &NodeLeaseSightings{}}
 	// Discovered topics as the operator last recorded their routes.
 	topo := plan.TopologyOf(group, group.Status.Routes)
-	obs, err := r.observe(ctx, group, topo, now)
+	obs, err := o.Observe(ctx, group, topo, now)
 	if err != nil {
 		return nil, err
 	}
