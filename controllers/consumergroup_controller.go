@@ -1,13 +1,11 @@
-// Package controllers holds the ConsumerGroup reconciler. A pass reads the world (observe.go, with the
-// members' renewals timed on the operator's clock and vanished Leases remembered in sightings.go, the
-// kubelets' node Leases in nodeleases.go and the pods' container restarts in restarts.go), decides without I/O what to write and what to report
-// (decide.go, with membership in membership.go and the handoff in handoff.go: five steps over the
-// bookkeeping of handoff_state.go and the incarnations of incarnation.go), writes the assignment and the
-// Lease clean-up (publish.go), and writes the status its report gives (conditions.go, one function per
-// condition, with the condition types of api/v1alpha1) and its events and metrics (publish.go,
-// metrics.go); strategy.go and strategy_params.go build the group's strategy; routes.go reads the name
-// servers; preview.go is the public preview kubectl cg shows; setup.go registers the watches and cache.go
-// says what the manager's cache keeps.
+// Package controllers holds the operator's two controllers. The ConsumerGroup reconciler publishes who reads
+// which queue: a pass reads the world (internal/observe), decides without I/O what to write and what to
+// report (internal/plan: plan.Decide, plan.StatusFor), writes the assignment and the Lease clean-up
+// (publish.go), the status, its events and its metrics (publish.go, metrics.go); strategy.go keeps each
+// group's strategy between passes. The route discovery (route_discovery.go) reads the routes of the groups'
+// discovered topics from their name servers (routes*.go, routereads.go, routesources.go) and records them
+// in status.routes, which the group's passes plan with. setup.go registers the watches and cache.go says
+// what the manager's cache keeps.
 package controllers
 
 import (
@@ -64,9 +62,6 @@ type ConsumerGroupReconciler struct {
 	nodeLeases observe.NodeLeaseSightings
 	// quickRetries counts the passes in a row that met a newer object.
 	quickRetries retryCounts
-	// routes reads the routes of the groups' discovered topics from their name servers, shared per
-	// source (routereads.go).
-	routes routeReads
 }
 
 // observer reads a pass's world through the cache, with the operator's sightings of the Leases.
@@ -103,14 +98,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	now := r.Clock.Now()
-	routes, err := r.routePass(ctx, &group, now)
-	if err != nil {
-		return r.retry(ctx, req.NamespacedName, "route source", err)
-	}
-	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
-		return r.retry(ctx, req.NamespacedName, "routes", err)
-	}
-	// What the pass plans with: the spec's topics, the discovered ones with the routes in force.
+	// What the pass plans with: the spec's topics, the discovered ones with the routes the route discovery
+	// recorded in the status (routeDiscovery).
 	topo := plan.TopologyOf(&group, group.Status.Routes)
 	obs, err := r.observer().Observe(ctx, &group, topo, now)
 	if err != nil {
@@ -148,9 +137,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	r.quickRetries.reset(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
 	r.metrics.record(&group, topo, oldStatus, &group.Status, obs, d, now)
-	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not; so
-	// does the next read of the routes.
-	return ctrl.Result{RequeueAfter: plan.Sooner(d.RequeueAfter, routes.requeueAfter)}, nil
+	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
 // recordStatus writes the status that a pass's report rep gives. A conflict is most often the cache not
@@ -180,12 +168,17 @@ func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alp
 // again is not the cache lagging but something in the way (an object someone else holds under the name):
 // after maxQuickRetries in a row it too is returned, and retried with the controller's exponential backoff.
 func (r *ConsumerGroupReconciler) retry(ctx context.Context, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
+	return retryAfter(ctx, &r.quickRetries, group, what, err)
+}
+
+// retryAfter is retry with the counts of a controller's quick retries.
+func retryAfter(ctx context.Context, quickRetries *retryCounts, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
 	switch {
 	case ctx.Err() != nil:
 		return ctrl.Result{}, nil //nolint:nilerr // a pass cut short by the operator stopping is not an error
 
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
-		if n := r.quickRetries.add(group); n > maxQuickRetries {
+		if n := quickRetries.add(group); n > maxQuickRetries {
 			return ctrl.Result{}, fmt.Errorf("%s: %d writes in a row met a newer object: %w", what, n, err)
 		}
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
@@ -232,27 +225,6 @@ func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.metrics.forget(group)
 	r.sightings.Forget(group)
 	r.quickRetries.reset(group)
-	r.routes.forget(group)
-	forgetRouteMetrics(group)
-}
-
-// routePass registers where group reads its routes and returns what its pass records: the read it has
-// not recorded, or the problem that keeps it from reading.
-func (r *ConsumerGroupReconciler) routePass(ctx context.Context, group *v1alpha1.ConsumerGroup, now time.Time) (routePass, error) {
-	key := client.ObjectKeyFromObject(group)
-	if group.Spec.NameServer == nil {
-		r.routes.forget(key)
-		return routePass{}, nil
-	}
-	src, problem, err := r.routeSourceOf(ctx, group)
-	if err != nil {
-		return routePass{}, err
-	}
-	if problem != nil {
-		r.routes.forget(key)
-		return routePass{pending: problem}, nil
-	}
-	return r.routes.pass(key, src, sortedUnion(plan.DiscoveredTopics(group)), now), nil
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

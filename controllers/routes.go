@@ -14,10 +14,10 @@ import (
 // (routeSourceOf): a ClusterNameServer an administrator created and that selects the group's namespace,
 // or, when the operator's administrator turned inline name servers on, the addresses in the group's
 // spec. Reads are shared per source (routesources.go): every group that reads a topic from one source
-// shares each read. A pass registers what its group wants and takes the last finished read, never
-// waiting for one; it records the routes in status.routes before it plans with them. The status is where
-// the routes last read survive a restart of the operator: while no name server answers, they stay in
-// force.
+// shares each read. The route discovery (routeDiscovery), a controller of its own, registers what each
+// group wants and records the last finished read in status.routes, never waiting for one; the group's
+// passes plan with what the status holds and read no name server. The status is where the routes last read
+// survive a restart of the operator: while no name server answers, they stay in force.
 
 // EventRoutesChanged reports a change of the discovered queues.
 const EventRoutesChanged = "RoutesChanged"

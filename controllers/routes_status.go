@@ -45,7 +45,7 @@ func forgetRouteMetrics(key types.NamespacedName) {
 // those last recorded, updated by the read this pass found finished, for the topics the spec discovers now.
 // Recorded first, they survive a restart of the operator that follows the publication of an assignment
 // made from them. It then reports the read in events and metrics.
-func (r *ConsumerGroupReconciler) recordRoutes(ctx context.Context, group *v1alpha1.ConsumerGroup, pass routePass, now time.Time) error {
+func (r *routeDiscovery) recordRoutes(ctx context.Context, group *v1alpha1.ConsumerGroup, pass routePass, now time.Time) error {
 	status := group.Status.DeepCopy()
 	status.Routes = mergeRoutes(group, group.Status.Routes, pass.pending, pass.source)
 	setTopologyCondition(status, group, pass.pending, pass.source, now)
@@ -297,7 +297,7 @@ func absentNote(routes *v1alpha1.RoutesStatus, src *routeSource) string {
 
 // emitRouteEvents reports what recording the routes changed: a Warning when the routes turn stale (or
 // stale for another reason), and the queues of the discovered topics that came or went.
-func (r *ConsumerGroupReconciler) emitRouteEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus) {
+func (r *routeDiscovery) emitRouteEvents(group *v1alpha1.ConsumerGroup, old *v1alpha1.ConsumerGroupStatus) {
 	if c := meta.FindStatusCondition(group.Status.Conditions, v1alpha1.ConditionTopologyStale); c != nil && c.Status == metav1.ConditionTrue {
 		if was := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionTopologyStale); was == nil || was.Status != metav1.ConditionTrue || was.Reason != c.Reason {
 			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, v1alpha1.ConditionTopologyStale, "ReadRoutes", "%s", c.Message)

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
@@ -82,5 +83,33 @@ func TestMergeRoutes(t *testing.T) {
 	group.Spec.NameServer = nil
 	if r8 := mergeRoutes(group, r6, nil, src); r8 != nil {
 		t.Fatalf("without a name server: %+v", r8)
+	}
+}
+
+// A group's pass runs when the route discovery records other routes, and not for other status writes,
+// its own included.
+func TestRoutesChanged(t *testing.T) {
+	routes := func(queues int32) *v1alpha1.RoutesStatus {
+		return &v1alpha1.RoutesStatus{Topics: []v1alpha1.TopicRoute{{Name: "t", Brokers: []v1alpha1.BrokerRoute{{Name: "b", Queues: queues}}}}}
+	}
+	withStatus := func(s v1alpha1.ConsumerGroupStatus) *v1alpha1.ConsumerGroup {
+		return &v1alpha1.ConsumerGroup{Status: s}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after v1alpha1.ConsumerGroupStatus
+		want          bool
+	}{
+		{"first routes recorded", v1alpha1.ConsumerGroupStatus{}, v1alpha1.ConsumerGroupStatus{Routes: routes(4)}, true},
+		{"a broker's queues changed", v1alpha1.ConsumerGroupStatus{Routes: routes(4)}, v1alpha1.ConsumerGroupStatus{Routes: routes(8)}, true},
+		{"routes dropped", v1alpha1.ConsumerGroupStatus{Routes: routes(4)}, v1alpha1.ConsumerGroupStatus{}, true},
+		{"the pass's own status write", v1alpha1.ConsumerGroupStatus{Routes: routes(4)}, v1alpha1.ConsumerGroupStatus{Routes: routes(4), AssignmentGeneration: 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := event.UpdateEvent{ObjectOld: withStatus(tc.before), ObjectNew: withStatus(tc.after)}
+			if got := routesChanged().Update(e); got != tc.want {
+				t.Errorf("routesChanged = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -99,7 +99,7 @@ const (
 )
 
 // routeSourceOf resolves where group reads its routes, or the read problem that keeps it from reading.
-func (r *ConsumerGroupReconciler) routeSourceOf(ctx context.Context, group *v1alpha1.ConsumerGroup) (*routeSource, *routeRead, error) {
+func (r *routeDiscovery) routeSourceOf(ctx context.Context, group *v1alpha1.ConsumerGroup) (*routeSource, *routeRead, error) {
 	spec := group.Spec.NameServer
 	if spec.ClusterNameServer == "" {
 		if r.NameServers.Inline == nil {
@@ -137,7 +137,7 @@ func selectsNamespace(cns *v1alpha1.ClusterNameServer, namespace *corev1.Namespa
 
 // clusterSource is the route source of cns for the groups of namespace; false when its destinations do
 // not parse.
-func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer, namespace string) (*routeSource, bool) {
+func (r *routeDiscovery) clusterSource(cns *v1alpha1.ClusterNameServer, namespace string) (*routeSource, bool) {
 	dest := cns.Spec.AllowedDestinations
 	egress, err := nameserver.ParseEgress(dest.CIDRs, dest.Ports)
 	if err != nil {
@@ -168,7 +168,7 @@ func (r *ConsumerGroupReconciler) clusterSource(cns *v1alpha1.ClusterNameServer,
 
 // inlineSource is the route source of group's inline name servers. Its key holds everything it is read
 // with, so two groups share reads only when they would read alike.
-func (r *ConsumerGroupReconciler) inlineSource(group *v1alpha1.ConsumerGroup) *routeSource {
+func (r *routeDiscovery) inlineSource(group *v1alpha1.ConsumerGroup) *routeSource {
 	spec := group.Spec.NameServer
 	src := &routeSource{
 		namespace: group.Namespace,
@@ -187,7 +187,7 @@ func (r *ConsumerGroupReconciler) inlineSource(group *v1alpha1.ConsumerGroup) *r
 	return src
 }
 
-func (r *ConsumerGroupReconciler) refreshInterval(seconds *int32) time.Duration {
+func (r *routeDiscovery) refreshInterval(seconds *int32) time.Duration {
 	if r.NameServers.RefreshInterval > 0 {
 		return r.NameServers.RefreshInterval
 	}
@@ -196,7 +196,7 @@ func (r *ConsumerGroupReconciler) refreshInterval(seconds *int32) time.Duration 
 
 // readSource reads topics from src's name servers, with its credentials and TLS if it names any. A
 // Secret that cannot be read fails the read (Denied): unsigned requests would only be refused.
-func (r *ConsumerGroupReconciler) readSource(ctx context.Context, src *routeSource, topics []string) *routeRead {
+func (r *routeDiscovery) readSource(ctx context.Context, src *routeSource, topics []string) *routeRead {
 	read := &routeRead{at: r.Clock.Now(), topics: topics}
 	c := &nameserver.Client{Dial: r.NameServerDial, Timeout: r.NameServerTimeout, Egress: src.egress,
 		PlaintextCredentials: src.plaintextCredentials}
@@ -229,7 +229,7 @@ func (r *ConsumerGroupReconciler) readSource(ctx context.Context, src *routeSour
 }
 
 // credentials reads the Secret name: accessKey, secretKey and, optionally, securityToken.
-func (r *ConsumerGroupReconciler) credentials(ctx context.Context, name types.NamespacedName) (*nameserver.Credentials, error) {
+func (r *routeDiscovery) credentials(ctx context.Context, name types.NamespacedName) (*nameserver.Credentials, error) {
 	s, err := r.secret(ctx, name)
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func (r *ConsumerGroupReconciler) credentials(ctx context.Context, name types.Na
 
 // secret reads the Secret name from the API server, not the cache: the operator watches no Secret. A
 // Secret of the credentials namespace has no namespace when none is configured, and is not read.
-func (r *ConsumerGroupReconciler) secret(ctx context.Context, name types.NamespacedName) (*corev1.Secret, error) {
+func (r *routeDiscovery) secret(ctx context.Context, name types.NamespacedName) (*corev1.Secret, error) {
 	if name.Namespace == "" {
 		return nil, fmt.Errorf("no credentials namespace is configured")
 	}
@@ -255,7 +255,7 @@ func (r *ConsumerGroupReconciler) secret(ctx context.Context, name types.Namespa
 }
 
 // tlsConfig is the TLS configuration of src: its server name, and the CA of its caSecret or the system's.
-func (r *ConsumerGroupReconciler) tlsConfig(ctx context.Context, src *routeSource) (*tls.Config, error) {
+func (r *routeDiscovery) tlsConfig(ctx context.Context, src *routeSource) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: src.tls.ServerName}
 	if src.ca == nil {
 		return cfg, nil
@@ -285,7 +285,7 @@ func sortedUnion(lists ...[]string) []string {
 // recordClusterNameServer writes, when it changed, the Ready condition of the ClusterNameServer that src
 // read: True when a name server answered, else False with the reason of the last failure and its fixed
 // sentence. A write that fails is left to the next read.
-func (r *ConsumerGroupReconciler) recordClusterNameServer(ctx context.Context, src *routeSource, read *routeRead) {
+func (r *routeDiscovery) recordClusterNameServer(ctx context.Context, src *routeSource, read *routeRead) {
 	if src.name == "" {
 		return
 	}

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
@@ -52,8 +51,8 @@ func selectorIndexValues(o client.Object) []string {
 
 // SetupWithManager registers the reconciler and its watches: groups (spec changes), the ConfigMaps they
 // own (restored when edited or deleted), pods (mapped to the groups whose selector matches them), member
-// Leases (acknowledgements, claims, takeovers), nodes (a zone label change re-plans the groups with
-// members on that node) and the reads of the groups' routes from their name servers.
+// Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
+// members on that node); and the route discovery (routeDiscovery), with its own watches.
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
 		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
@@ -69,7 +68,9 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, clusterNameServerIndex, clusterNameServerOf); err != nil {
 		return err
 	}
-	r.routes.init(ctx, r.NameServers, r.readSource, r.recordClusterNameServer)
+	if err := newRouteDiscovery(r).setupWithManager(ctx, mgr); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.NodeLeaseNamespace != "" {
 		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
@@ -80,7 +81,8 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	}
 	return b.
 		Named("consumergroup").
-		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A spec change, or routes the route discovery recorded (routesChanged).
+		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, routesChanged()))).
 		Owns(&corev1.ConfigMap{}).
 		// Groups are independent and a pass mostly waits on the API server: a few workers keep a large
 		// group's pass from holding up the others. The work queue never runs one group twice at once.
@@ -92,13 +94,6 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&coordinationv1.Lease{}, r.renewalSeen()).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNode),
 			builder.WithPredicates(zoneChanged())).
-		// A finished read of a group's routes (routereads.go), a ClusterNameServer that changed, and a
-		// namespace whose labels changed, which may let it use a ClusterNameServer or no longer.
-		WatchesRawSource(source.Channel(r.routes.events, &handler.EnqueueRequestForObject{})).
-		Watches(&v1alpha1.ClusterNameServer{}, handler.EnqueueRequestsFromMapFunc(r.groupsForClusterNameServer),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsForNamespace),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 }
 
@@ -113,7 +108,7 @@ func clusterNameServerOf(o client.Object) []string {
 }
 
 // groupsForClusterNameServer maps a ClusterNameServer to the groups that name it.
-func (r *ConsumerGroupReconciler) groupsForClusterNameServer(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *routeDiscovery) groupsForClusterNameServer(ctx context.Context, o client.Object) []reconcile.Request {
 	var groups v1alpha1.ConsumerGroupList
 	if err := r.List(ctx, &groups, client.MatchingFields{clusterNameServerIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to list groups for a ClusterNameServer", "clusterNameServer", o.GetName())
@@ -127,7 +122,7 @@ func (r *ConsumerGroupReconciler) groupsForClusterNameServer(ctx context.Context
 }
 
 // groupsForNamespace maps a namespace to its groups that name a ClusterNameServer.
-func (r *ConsumerGroupReconciler) groupsForNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *routeDiscovery) groupsForNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	var groups v1alpha1.ConsumerGroupList
 	if err := r.List(ctx, &groups, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to list groups for a namespace", "namespace", o.GetName())
