@@ -52,21 +52,16 @@ type ConsumerGroupReconciler struct {
 	// operator watches them to find members on lost nodes (nodeleases.go). Empty turns that off.
 	NodeLeaseNamespace string
 
-	// strategies keeps each group's strategy between passes so that it can reuse work.
-	strategies strategyCache
-	// metrics keeps what the group metrics need across passes.
-	metrics groupMetrics
-	// sightings times the members' Lease renewals on the operator's clock and remembers vanished Leases.
-	sightings observe.LeaseSightings
+	// memory is what the reconciler keeps of each group between passes: its strategy, the sightings of
+	// its Leases, the handoffs its metrics time, its quick retries.
+	memory memory
 	// nodeLeases times the kubelets' node Lease renewals on the operator's clock.
 	nodeLeases observe.NodeLeaseSightings
-	// quickRetries counts the passes in a row that met a newer object.
-	quickRetries retryCounts
 }
 
 // observer reads a pass's world through the cache, with the operator's sightings of the Leases.
 func (r *ConsumerGroupReconciler) observer() observe.Observer {
-	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Leases: &r.sightings, Nodes: &r.nodeLeases}
+	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Memory: &r.memory, Nodes: &r.nodeLeases}
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment
@@ -105,7 +100,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
-	strategy, prob := r.strategies.get(&group)
+	strategy, prob := r.memory.strategyFor(&group)
 	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob}
 	d := plan.Decide(&group, obs, env)
 	oldStatus := group.Status.DeepCopy()
@@ -122,7 +117,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if len(d.Write.ConfigMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
-		r.sightings.Wrote(req.NamespacedName, d.Report.Generation, r.Clock.Now())
+		r.memory.WithSightings(req.NamespacedName, now, func(s *observe.Sightings) { s.Wrote(d.Report.Generation, r.Clock.Now()) })
 	}
 	if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
@@ -134,9 +129,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if h := d.Report.Handoff; h.Withheld > 0 {
 		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.Report.Generation, "withheld", h.Withheld, "first", h.FirstWithheld)
 	}
-	r.quickRetries.reset(req.NamespacedName)
+	r.memory.resetRetries(req.NamespacedName)
 	r.emitEvents(&group, oldStatus, d)
-	r.metrics.record(&group, topo, oldStatus, &group.Status, obs, d, now)
+	recordMetrics(&r.memory, &group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
@@ -168,17 +163,17 @@ func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alp
 // again is not the cache lagging but something in the way (an object someone else holds under the name):
 // after maxQuickRetries in a row it too is returned, and retried with the controller's exponential backoff.
 func (r *ConsumerGroupReconciler) retry(ctx context.Context, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
-	return retryAfter(ctx, &r.quickRetries, group, what, err)
+	return retryAfter(ctx, r.memory.addRetry, group, what, err)
 }
 
-// retryAfter is retry with the counts of a controller's quick retries.
-func retryAfter(ctx context.Context, quickRetries *retryCounts, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
+// retryAfter is retry for any controller: addRetry counts the group's quick retries in a row.
+func retryAfter(ctx context.Context, addRetry func(types.NamespacedName) int, group types.NamespacedName, what string, err error) (ctrl.Result, error) {
 	switch {
 	case ctx.Err() != nil:
 		return ctrl.Result{}, nil //nolint:nilerr // a pass cut short by the operator stopping is not an error
 
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
-		if n := quickRetries.add(group); n > maxQuickRetries {
+		if n := addRetry(group); n > maxQuickRetries {
 			return ctrl.Result{}, fmt.Errorf("%s: %d writes in a row met a newer object: %w", what, n, err)
 		}
 		log.FromContext(ctx).V(1).Info("Write met a newer object; looking again", "object", what, "reason", err.Error())
@@ -221,10 +216,8 @@ func (c *retryCounts) reset(group types.NamespacedName) {
 
 // forget drops what the reconciler keeps in memory of a group that is gone.
 func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
-	r.strategies.forget(group)
-	r.metrics.forget(group)
-	r.sightings.Forget(group)
-	r.quickRetries.reset(group)
+	r.memory.forget(group)
+	forgetMetrics(group)
 }
 
 func (r *ConsumerGroupReconciler) maxClockSkew() time.Duration {

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,16 +78,9 @@ const (
 	rebalanceRecovery   = "recovery"
 )
 
-// groupMetrics keeps, per group, what a metric needs across passes: when each queue revoked and not yet
-// granted was revoked. It is this replica's observation only: a new leader starts counting anew.
-type groupMetrics struct {
-	mu      sync.Mutex
-	revoked map[types.NamespacedName]map[allocate.Queue]time.Time
-}
-
-// record sets the group's metrics after a pass that published d (or kept what was published); old is the
+// recordMetrics sets the group's metrics after a pass that published d (or kept what was published); old is the
 // status before the pass, status after it.
-func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, topo plan.Topology, old, status *v1alpha1.ConsumerGroupStatus, obs *plan.Observation, d *plan.Decision, now time.Time) {
+func recordMetrics(mem *memory, group *v1alpha1.ConsumerGroup, topo plan.Topology, old, status *v1alpha1.ConsumerGroupStatus, obs *plan.Observation, d *plan.Decision, now time.Time) {
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
 	recordGauges(l, topo, status, d)
 	recordConditions(group, status)
@@ -100,7 +92,7 @@ func (m *groupMetrics) record(group *v1alpha1.ConsumerGroup, topo plan.Topology,
 	movedBeyondBoundTotal.With(l).Add(float64(d.Report.Rebalance.BeyondBound))
 	movedLoadTotal.With(l).Add(d.Report.Rebalance.MovedLoad)
 	rebalancesTotal.With(prometheus.Labels{"namespace": group.Namespace, "group": group.Name, "reason": rebalanceReason(group, old, obs, d)}).Inc()
-	m.recordHandoffs(l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)
+	recordHandoffs(mem, l, types.NamespacedName{Namespace: group.Namespace, Name: group.Name}, obs, d, now)
 }
 
 // recordGauges sets the gauges that describe the group as this pass left it.
@@ -153,7 +145,7 @@ func recordConditions(group *v1alpha1.ConsumerGroup, status *v1alpha1.ConsumerGr
 // recordHandoffs times handoffs: a queue published to a member before this pass and to none now was
 // revoked; one published to none before and to a member now, after a revocation this replica saw, was
 // handed off.
-func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedName, obs *plan.Observation, d *plan.Decision, now time.Time) {
+func recordHandoffs(mem *memory, l prometheus.Labels, key types.NamespacedName, obs *plan.Observation, d *plan.Decision, now time.Time) {
 	before := map[allocate.Queue]bool{}
 	for _, e := range obs.Published.Entries {
 		for _, q := range e.Queues {
@@ -166,42 +158,35 @@ func (m *groupMetrics) recordHandoffs(l prometheus.Labels, key types.NamespacedN
 			after[q] = true
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.revoked == nil {
-		m.revoked = map[types.NamespacedName]map[allocate.Queue]time.Time{}
-	}
-	revoked := m.revoked[key]
-	if revoked == nil {
-		revoked = map[allocate.Queue]time.Time{}
-		m.revoked[key] = revoked
-	}
-	for q := range before {
-		if _, ok := revoked[q]; !ok && !after[q] {
-			revoked[q] = now
+	// Handed-off times are this replica's observation only: a new leader starts counting anew.
+	mem.with(key, func(g *groupMemory) {
+		if g.revoked == nil {
+			g.revoked = map[allocate.Queue]time.Time{}
 		}
-	}
-	for q, at := range revoked {
-		if after[q] {
-			handoffSeconds.With(l).Observe(now.Sub(at).Seconds())
-			delete(revoked, q)
+		for q := range before {
+			if _, ok := g.revoked[q]; !ok && !after[q] {
+				g.revoked[q] = now
+			}
 		}
-	}
-	// A queue the spec dropped is handed to nobody.
-	if len(revoked) > d.Report.QueueCount {
-		clear(revoked)
-	}
+		for q, at := range g.revoked {
+			if after[q] {
+				handoffSeconds.With(l).Observe(now.Sub(at).Seconds())
+				delete(g.revoked, q)
+			}
+		}
+		// A queue the spec dropped is handed to nobody.
+		if len(g.revoked) > d.Report.QueueCount {
+			clear(g.revoked)
+		}
+	})
 }
 
-// forget removes a deleted group's series and what was kept for it.
-func (m *groupMetrics) forget(key types.NamespacedName) {
+// forgetMetrics removes a deleted group's series.
+func forgetMetrics(key types.NamespacedName) {
 	match := prometheus.Labels{"namespace": key.Namespace, "group": key.Name}
 	for _, c := range groupCollectors {
 		c.DeletePartialMatch(match)
 	}
-	m.mu.Lock()
-	delete(m.revoked, key)
-	m.mu.Unlock()
 }
 
 // rebalanceReason says why d published a new generation.

@@ -84,14 +84,14 @@ func TestRecordLoadAndRecommendation(t *testing.T) {
 	obs := &plan.Observation{PodsByName: map[string]*corev1.Pod{}}
 	d := &plan.Decision{Report: plan.Report{TotalLoad: ptr.To(120.0)}}
 	status := v1alpha1.ConsumerGroupStatus{RecommendedMembers: ptr.To(int32(4))}
-	var m groupMetrics
-	m.record(group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
+	var mem memory
+	recordMetrics(&mem, group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
 	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
 	if got, load := testutil.ToFloat64(recommendedGauge.With(l)), testutil.ToFloat64(loadGauge.With(l)); got != 4 || load != 120 {
 		t.Errorf("consumergroup_recommended_members %v, consumergroup_load %v; want 4 and 120", got, load)
 	}
 	status.RecommendedMembers = nil
-	m.record(group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
+	recordMetrics(&mem, group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
 	if n := testutil.CollectAndCount(recommendedGauge, "consumergroup_recommended_members"); n != 0 {
 		t.Errorf("%d consumergroup_recommended_members series once the status recommends nothing, want 0", n)
 	}

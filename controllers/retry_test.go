@@ -23,7 +23,7 @@ func TestRetryBacksOffWhenAWriteKeepsFailing(t *testing.T) {
 	if _, err := r.retry(context.Background(), key, "assignment", exists); err == nil {
 		t.Fatalf("retry %d was quick again: a write in the way would be retried every %v for ever", maxQuickRetries+1, conflictRetry)
 	}
-	r.quickRetries.reset(key)
+	r.memory.resetRetries(key)
 	if res, err := r.retry(context.Background(), key, "assignment", exists); err != nil || res.RequeueAfter != conflictRetry {
 		t.Fatalf("after a pass that got through: %v, %v; want a quick retry", res, err)
 	}

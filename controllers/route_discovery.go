@@ -87,10 +87,10 @@ func (r *routeDiscovery) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	now := r.Clock.Now()
 	routes, err := r.routePass(ctx, &group, now)
 	if err != nil {
-		return retryAfter(ctx, &r.quickRetries, req.NamespacedName, "route source", err)
+		return retryAfter(ctx, r.quickRetries.add, req.NamespacedName, "route source", err)
 	}
 	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
-		return retryAfter(ctx, &r.quickRetries, req.NamespacedName, "routes", err)
+		return retryAfter(ctx, r.quickRetries.add, req.NamespacedName, "routes", err)
 	}
 	r.quickRetries.reset(req.NamespacedName)
 	return ctrl.Result{RequeueAfter: routes.requeueAfter}, nil

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -213,7 +214,8 @@ func (r *ConsumerGroupReconciler) renewalSeen() handler.TypedEventHandler[client
 			return
 		}
 		for _, req := range groupOfLease(context.Background(), lease) {
-			r.sightings.Saw(req.NamespacedName, lease, r.Clock.Now())
+			now := r.Clock.Now()
+			r.memory.WithSightings(req.NamespacedName, now, func(s *observe.Sightings) { s.Saw(lease, now) })
 		}
 	}
 	return handler.Funcs{

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -11,15 +9,11 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 )
 
-// strategyCache keeps each group's strategy between passes, so that a strategy that can reuse work from
-// its last plan does (pkg/allocate says which: ConsistentHash keeps its ring hashes). It holds nothing a
-// plan depends on: a restarted operator computes the same plans, only the first one slower. The work queue
-// never runs two passes of one group at once, so each cached strategy is used by one pass at a time.
-type strategyCache struct {
-	mu      sync.Mutex
-	byGroup map[types.NamespacedName]cachedStrategy
-}
-
+// cachedStrategy is a group's strategy as memory keeps it between passes, so that a strategy that can
+// reuse work from its last plan does (pkg/allocate says which: ConsistentHash keeps its ring hashes). It
+// holds nothing a plan depends on: a restarted operator computes the same plans, only the first one
+// slower. The work queue never runs two passes of one group at once, so each kept strategy is used by one
+// pass at a time.
 type cachedStrategy struct {
 	uid  types.UID
 	spec v1alpha1.Strategy
@@ -29,12 +23,14 @@ type cachedStrategy struct {
 	strategy       allocate.Strategy
 }
 
-// get returns group's strategy, built anew when the spec's strategy changed.
-func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *plan.Problem) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// strategyFor returns group's strategy: the one kept, unless the spec's strategy changed, else one built
+// anew (outside the lock) and kept.
+func (m *memory) strategyFor(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *plan.Problem) {
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
-	if cached, ok := c.byGroup[key]; ok && cached.uid == group.UID && cached.keepsReturning == plan.KeepsQueuesForReturningPods(group) &&
+	keepsReturning := plan.KeepsQueuesForReturningPods(group)
+	var cached cachedStrategy
+	m.with(key, func(g *groupMemory) { cached = g.strategy })
+	if cached.strategy != nil && cached.uid == group.UID && cached.keepsReturning == keepsReturning &&
 		equality.Semantic.DeepEqual(cached.spec, group.Spec.Strategy) {
 		return cached.strategy, nil
 	}
@@ -42,16 +38,7 @@ func (c *strategyCache) get(group *v1alpha1.ConsumerGroup) (allocate.Strategy, *
 	if prob != nil {
 		return nil, prob
 	}
-	if c.byGroup == nil {
-		c.byGroup = map[types.NamespacedName]cachedStrategy{}
-	}
-	c.byGroup[key] = cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), keepsReturning: plan.KeepsQueuesForReturningPods(group), strategy: strategy}
+	kept := cachedStrategy{uid: group.UID, spec: *group.Spec.Strategy.DeepCopy(), keepsReturning: keepsReturning, strategy: strategy}
+	m.with(key, func(g *groupMemory) { g.strategy = kept })
 	return strategy, nil
-}
-
-// forget drops a deleted group's strategy.
-func (c *strategyCache) forget(group types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.byGroup, group)
 }

@@ -33,8 +33,9 @@ type Observer struct {
 	// differ from it.
 	Clock   clock.PassiveClock
 	MaxSkew time.Duration
-	// Leases and Nodes are what the operator saw of the members' and the nodes' Leases on earlier passes.
-	Leases *LeaseSightings
+	// Memory keeps what the operator saw of each group's Leases on earlier passes (Sightings); Nodes what
+	// it saw of the nodes' Leases.
+	Memory Memory
 	Nodes  *NodeLeaseSightings
 }
 
@@ -100,7 +101,9 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 		return nil, err
 	}
 	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, o.MaxSkew)
-	obs.RestartedAt = o.Leases.observeRestarts(client.ObjectKeyFromObject(group), obs.Pods, renewals(obs.Leases), now)
+	o.Memory.WithSightings(client.ObjectKeyFromObject(group), now, func(s *Sightings) {
+		obs.RestartedAt = s.observeRestarts(obs.Pods, renewals(obs.Leases), now)
+	})
 	return obs, nil
 }
 
@@ -131,15 +134,17 @@ func (o Observer) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGro
 		read[i] = &leases.Items[i]
 	}
 	key := client.ObjectKeyFromObject(group)
-	sighted := o.Leases.observe(key, read, obs.Scope, now, o.MaxSkew)
-	obs.Leases, obs.Vanished, obs.Backwards, obs.SightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
-	obs.LeasesAsWritten = sighted.asWritten
-	if obs.Published.Exists && len(obs.Published.Tampered) == 0 {
-		// Read back as written: the API server held it before this moment.
-		o.Leases.sawPublished(key, obs.Published.Generation, o.Clock.Now())
-	}
-	obs.Publications = o.Leases.publications(key)
-	obs.FirstWrittenAt = o.Leases.firstWritten(key)
+	o.Memory.WithSightings(key, now, func(s *Sightings) {
+		sighted := s.observe(read, obs.Scope, now, o.MaxSkew)
+		obs.Leases, obs.Vanished, obs.Backwards, obs.SightedSince = sighted.leases, sighted.vanished, sighted.backwards, sighted.since
+		obs.LeasesAsWritten = sighted.asWritten
+		if obs.Published.Exists && len(obs.Published.Tampered) == 0 {
+			// Read back as written: the API server held it before this moment.
+			s.sawPublished(obs.Published.Generation, o.Clock.Now())
+		}
+		obs.Publications = slices.Clone(s.published)
+		obs.FirstWrittenAt = s.firstWritten
+	})
 	return nil
 }
 

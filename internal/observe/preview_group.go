@@ -17,7 +17,7 @@ import (
 func PreviewGroup(ctx context.Context, c client.Reader, group *v1alpha1.ConsumerGroup, now time.Time) (*plan.Preview, error) {
 	// The clock dates what Observe reads back, as a pass would; a preview keeps none of it, and has no
 	// sightings of earlier passes.
-	o := Observer{Cached: c, Live: c, Clock: clock.RealClock{}, MaxSkew: protocol.DefaultMaxClockSkew, Leases: &LeaseSightings{}, Nodes: &NodeLeaseSightings{}}
+	o := Observer{Cached: c, Live: c, Clock: clock.RealClock{}, MaxSkew: protocol.DefaultMaxClockSkew, Memory: &SingleLook{}, Nodes: &NodeLeaseSightings{}}
 	// Discovered topics as the operator last recorded their routes.
 	topo := plan.TopologyOf(group, group.Status.Routes)
 	obs, err := o.Observe(ctx, group, topo, now)

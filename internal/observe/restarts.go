@@ -72,10 +72,7 @@ func sightRestarts(prev map[types.UID]restartSighting, pods []corev1.Pod, renewe
 // observeRestarts records the restarts of the group's pods as read at now and returns, by pod UID, when
 // the operator first saw each restart that no renewal answered (sightRestarts); renewedAt is when each
 // pod's Lease was last renewed, on the operator's clock.
-func (s *LeaseSightings) observeRestarts(group types.NamespacedName, pods []corev1.Pod, renewedAt map[types.UID]time.Time, now time.Time) map[types.UID]time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.group(group, now)
+func (g *Sightings) observeRestarts(pods []corev1.Pod, renewedAt map[types.UID]time.Time, now time.Time) map[types.UID]time.Time {
 	var unanswered map[types.UID]time.Time
 	g.restarts, unanswered = sightRestarts(g.restarts, pods, renewedAt, now)
 	return unanswered

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,7 +14,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// leaseSightings times the members' renewals on the operator's own clock, as Kubernetes' node lifecycle
+// Sightings time the members' renewals on the operator's own clock, as Kubernetes' node lifecycle
 // controller times node Leases: a Lease counts as renewed when the operator sees its spec.renewTime
 // change, at the operator's time of seeing it, never at the time the Lease states. A renewTime written in
 // the future, in the past or going backwards then neither shortens nor stretches a claim beyond one lease
@@ -35,64 +34,58 @@ import (
 // revoked; they are read by another only after its acknowledgement or its promise, which no clock
 // decides. A clock that is wrong makes the operator revoke early once, and the next renewal, seen as it
 // happens, makes the member one again.
-type LeaseSightings struct {
-	mu sync.Mutex
-	// groups holds, per group, each Lease's sighting by the Lease's UID, and when the operator first
-	// looked at the group.
-	groups map[types.NamespacedName]*groupSightings
-}
-
-type groupSightings struct {
+//
+// Sightings are one group's; a Memory keeps them between passes and orders their uses.
+type Sightings struct {
+	// since is when the operator first looked at the group; leases hold each Lease's sighting by the
+	// Lease's UID.
 	since  time.Time
 	leases map[types.UID]sighting
 	// published are the generations this operator knows were published, each with the time it first
 	// knew (publications).
 	published plan.Publications
-	// firstWritten is when this operator's own first write of a generation returned; zero before.
+	// firstWritten is when this operator's own first write of a generation returned, zero before: what it
+	// wrote gave nothing to a pod it never saw.
 	firstWritten time.Time
 	// restarts are the container restarts of the group's pods, by pod UID (restarts.go).
 	restarts map[types.UID]restartSighting
 }
 
+// Memory keeps each group's Sightings between passes. WithSightings runs f on the group's, begun at now
+// when there are none, under a lock that orders every use: passes and watch events write them at once.
+type Memory interface {
+	WithSightings(group types.NamespacedName, now time.Time, f func(*Sightings))
+}
+
+// NewSightings are the sightings of a group the operator first looks at now.
+func NewSightings(now time.Time) *Sightings {
+	return &Sightings{since: now, leases: map[types.UID]sighting{}}
+}
+
+// SingleLook is the Memory of one group for as long as it lives: kubectl cg keeps one for its single look,
+// which then counts the Leases as an operator that has just started would.
+type SingleLook struct{ sightings *Sightings }
+
+// WithSightings runs f on the look's sightings.
+func (l *SingleLook) WithSightings(_ types.NamespacedName, now time.Time, f func(*Sightings)) {
+	if l.sightings == nil {
+		l.sightings = NewSightings(now)
+	}
+	f(l.sightings)
+}
+
 // sawPublished records that the group's assignment at generation was known to be published whole at now.
-func (s *LeaseSightings) sawPublished(group types.NamespacedName, generation int64, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.group(group, now)
+func (g *Sightings) sawPublished(generation int64, now time.Time) {
 	g.published = g.published.Add(generation, now)
 }
 
-// wrote records that this operator's own write of the group's assignment at generation returned at now,
+// Wrote records that this operator's own write of the group's assignment at generation returned at now,
 // as sawPublished does, and the first such moment (firstWritten).
-func (s *LeaseSightings) Wrote(group types.NamespacedName, generation int64, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.group(group, now)
+func (g *Sightings) Wrote(generation int64, now time.Time) {
 	g.published = g.published.Add(generation, now)
 	if g.firstWritten.IsZero() {
 		g.firstWritten = now
 	}
-}
-
-// firstWritten is when this operator's own first write of the group's assignment returned: what it
-// wrote gave nothing to a pod it never saw. Zero before.
-func (s *LeaseSightings) firstWritten(group types.NamespacedName) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groups[group]; g != nil {
-		return g.firstWritten
-	}
-	return time.Time{}
-}
-
-// publications returns what the operator knows of the group's publications.
-func (s *LeaseSightings) publications(group types.NamespacedName) plan.Publications {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groups[group]; g != nil {
-		return slices.Clone(g.published)
-	}
-	return nil
 }
 
 // sighting is what the operator saw of one Lease.
@@ -125,21 +118,15 @@ type sightedLeases struct {
 
 // observe records the group's Leases as read at now and returns them as the operator counts them, each
 // read through scope (protocol.ReadLeaseIn).
-func (s *LeaseSightings) observe(group types.NamespacedName, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) sightedLeases {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.group(group, now)
+func (g *Sightings) observe(read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) sightedLeases {
 	var out sightedLeases
 	g.leases, out = sight(g.leases, read, scope, now, maxSkew)
 	out.since = g.since
 	return out
 }
 
-// saw records that the operator saw lease, of group, at now, as its watch event arrived, between passes.
-func (s *LeaseSightings) Saw(group types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.group(group, now)
+// Saw records that the operator saw lease at now, as its watch event arrived, between passes.
+func (g *Sightings) Saw(lease *coordinationv1.Lease, now time.Time) {
 	renewTime := protocol.RenewTimeOf(lease)
 	p, known := g.leases[lease.UID]
 	switch {
@@ -151,26 +138,6 @@ func (s *LeaseSightings) Saw(group types.NamespacedName, lease *coordinationv1.L
 	}
 	p.lease = lease
 	g.leases[lease.UID] = p
-}
-
-// group returns what was seen of group, first seen at now if nothing was.
-func (s *LeaseSightings) group(group types.NamespacedName, now time.Time) *groupSightings {
-	if s.groups == nil {
-		s.groups = map[types.NamespacedName]*groupSightings{}
-	}
-	g := s.groups[group]
-	if g == nil {
-		g = &groupSightings{since: now, leases: map[types.UID]sighting{}}
-		s.groups[group] = g
-	}
-	return g
-}
-
-// forget drops what was seen of a group that is gone.
-func (s *LeaseSightings) Forget(group types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.groups, group)
 }
 
 // sight is observe's rule, without the memory: from the previous sightings and the Leases read at now,

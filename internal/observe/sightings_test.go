@@ -108,13 +108,14 @@ func TestSight(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s LeaseSightings
+			var mem SingleLook
 			key := types.NamespacedName{Namespace: "ns", Name: "g"}
 			for i, p := range c.passes {
 				for _, e := range p.events {
-					s.Saw(key, e.lease, e.at)
+					mem.WithSightings(key, e.at, func(s *Sightings) { s.Saw(e.lease, e.at) })
 				}
-				out := s.observe(key, p.read, nil, p.now, skew)
+				var out sightedLeases
+				mem.WithSightings(key, p.now, func(s *Sightings) { out = s.observe(p.read, nil, p.now, skew) })
 				got, gotBy := map[string]time.Time{}, map[string]time.Time{}
 				var vanished []string
 				for _, l := range out.leases {
