@@ -394,12 +394,9 @@ func (dc *decider) listQueues() *Problem {
 		return &Problem{v1alpha1.ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
 	}
 	dc.queues = make([]allocate.Queue, 0, n)
-	dc.zones = map[string]string{}
+	dc.zones = dc.env.Topology.BrokerZones()
 	for _, t := range topics {
 		for _, b := range t.Brokers {
-			if b.Zone != "" {
-				dc.zones[b.Name] = b.Zone
-			}
 			for id := range b.Queues {
 				dc.queues = append(dc.queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
 			}

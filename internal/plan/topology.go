@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -94,10 +95,14 @@ func (t Topology) Scope() *protocol.Scope {
 	return s
 }
 
-// BrokerZones are the zones of the topology's brokers that have one, by broker name.
+// BrokerZones are the zones of the topology's brokers that have one, by broker name. A broker that two
+// topics give different zones has the zone of the last topic in RocketMQ's order (allocate.CompareUTF16
+// of the names), the order the plan lists the queues in.
 func (t Topology) BrokerZones() map[string]string {
+	topics := slices.Clone(t)
+	slices.SortStableFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
 	zones := map[string]string{}
-	for _, topic := range t {
+	for _, topic := range topics {
 		for _, b := range topic.Brokers {
 			if b.Zone != "" {
 				zones[b.Name] = b.Zone

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -71,5 +72,36 @@ func TestTopologyOf(t *testing.T) {
 		return equality.Semantic.DeepEqual(a, b)
 	}) {
 		t.Fatal("a group without spec.nameServer is planned with its spec's topics")
+	}
+}
+
+// A broker that two topics give different zones has one zone, the same wherever it is read: the plan's
+// queue list, the preview and the metrics all read Topology.BrokerZones.
+func TestBrokerZonesOfABrokerInTwoTopics(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		topics Topology
+		want   map[string]string
+	}{
+		{"one topic", Topology{{Name: "a", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z1"}, {Name: "y", Queues: 1}}}},
+			map[string]string{"x": "z1"}},
+		{"two zones, topics in RocketMQ's order", Topology{
+			{Name: "a", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z-a"}}},
+			{Name: "b", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z-b"}}},
+		}, map[string]string{"x": "z-b"}},
+		{"two zones, topics written in the other order", Topology{
+			{Name: "b", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z-b"}}},
+			{Name: "a", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z-a"}}},
+		}, map[string]string{"x": "z-b"}},
+		{"a zone in one topic only", Topology{
+			{Name: "b", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1}}},
+			{Name: "a", Brokers: []v1alpha1.Broker{{Name: "x", Queues: 1, Zone: "z-a"}}},
+		}, map[string]string{"x": "z-a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.topics.BrokerZones(); !maps.Equal(got, tc.want) {
+				t.Errorf("BrokerZones = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
