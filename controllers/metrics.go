@@ -233,15 +233,7 @@ func crossZone(topo plan.Topology, members []plan.Member, owners allocate.Plan) 
 // leastCrossZone is the fewest queues any balanced plan of members gives to a member in another zone than
 // their broker's, counted as crossZone counts them (allocate.MinCrossZoneKnown).
 func leastCrossZone(topo plan.Topology, members []plan.Member) int {
-	in := allocate.Input{BrokerZones: map[string]string{}}
-	for _, t := range topo {
-		for _, b := range t.Brokers {
-			in.BrokerZones[b.Name] = b.Zone
-			for id := range b.Queues {
-				in.Queues = append(in.Queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
-			}
-		}
-	}
+	in := allocate.Input{Queues: topo.Queues(), BrokerZones: topo.BrokerZones()}
 	for _, m := range members {
 		in.Members = append(in.Members, m.Member)
 	}

@@ -380,28 +380,11 @@ func (dc *decider) findMembers() *Problem {
 // then id), with each broker's zone. Sorting the few topic and broker names here spares the strategies
 // from sorting every queue: for 65,536 queues that sort costs more than most strategies' own work.
 func (dc *decider) listQueues() *Problem {
-	n := 0
-	topics := slices.Clone(dc.env.Topology)
-	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
-	for i, t := range topics {
-		topics[i].Brokers = slices.Clone(t.Brokers)
-		slices.SortFunc(topics[i].Brokers, func(a, b v1alpha1.Broker) int { return allocate.CompareUTF16(a.Name, b.Name) })
-		for _, b := range t.Brokers {
-			n += int(b.Queues)
-		}
-	}
-	if n > protocol.MaxQueues {
+	if n := dc.env.Topology.QueueCount(); n > protocol.MaxQueues {
 		return &Problem{v1alpha1.ReasonAssignmentTooLarge, fmt.Sprintf("spec.topics lists %d queues; a group may have at most %d", n, protocol.MaxQueues)}
 	}
-	dc.queues = make([]allocate.Queue, 0, n)
+	dc.queues = dc.env.Topology.Queues()
 	dc.zones = dc.env.Topology.BrokerZones()
-	for _, t := range topics {
-		for _, b := range t.Brokers {
-			for id := range b.Queues {
-				dc.queues = append(dc.queues, allocate.Queue{Topic: t.Name, Broker: b.Name, ID: id})
-			}
-		}
-	}
 	dc.d.Report.QueueCount = len(dc.queues)
 	return nil
 }

@@ -95,6 +95,35 @@ func (t Topology) Scope() *protocol.Scope {
 	return s
 }
 
+// QueueCount is how many queues the topology lists.
+func (t Topology) QueueCount() int {
+	n := 0
+	for _, topic := range t {
+		for _, b := range topic.Brokers {
+			n += int(b.Queues)
+		}
+	}
+	return n
+}
+
+// Queues are the topology's queues in RocketMQ's order: by topic, then broker (allocate.CompareUTF16 of
+// the names), then queue id.
+func (t Topology) Queues() []allocate.Queue {
+	topics := slices.Clone(t)
+	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
+	out := make([]allocate.Queue, 0, t.QueueCount())
+	for _, topic := range topics {
+		brokers := slices.Clone(topic.Brokers)
+		slices.SortFunc(brokers, func(a, b v1alpha1.Broker) int { return allocate.CompareUTF16(a.Name, b.Name) })
+		for _, b := range brokers {
+			for id := range b.Queues {
+				out = append(out, allocate.Queue{Topic: topic.Name, Broker: b.Name, ID: id})
+			}
+		}
+	}
+	return out
+}
+
 // BrokerZones are the zones of the topology's brokers that have one, by broker name. A broker that two
 // topics give different zones has the zone of the last topic in RocketMQ's order (allocate.CompareUTF16
 // of the names), the order the plan lists the queues in.
