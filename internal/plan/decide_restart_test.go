@@ -157,26 +157,28 @@ func TestRestartedOperatorWithoutBookkeepingWaitsThePromise(t *testing.T) {
 		{"every Lease promises", 2 * time.Second, 2*time.Second + contactMargin},
 		{"a Lease without a promise", 0, time.Minute},
 	} {
-		group := fixture.Group(averagely, 4)
-		group.Status.AssignmentGeneration = 5
-		obs := world([]corev1.Pod{fixture.Pod("p0")}, promisingLease("p0", 5, fixture.Qs(0), fixture.T0, tc.promise))
-		obs.SightedSince = fixture.T0
-		first := Decide(group, obs, env(group, fixture.T0.Add(time.Second)))
-		if !slices.Equal(entryOf(first, "p0"), fixture.Qs(0)) {
-			t.Fatalf("%s: right after the start p0 gets %v, want only what it claims", tc.name, entryOf(first, "p0"))
-		}
-		written := fixture.T0.Add(time.Second)
-		next := applied(group, obs, first)
-		next.FirstWrittenAt = written
-		at := func(d time.Duration) []allocate.Queue {
-			next.Leases = []protocol.LeaseState{promisingLease("p0", first.Report.Generation, fixture.Qs(0), written.Add(d), tc.promise)}
-			return entryOf(Decide(group, next, env(group, written.Add(d))), "p0")
-		}
-		if got := at(tc.wantAt - 100*time.Millisecond); !slices.Equal(got, fixture.Qs(0)) {
-			t.Fatalf("%s: before %v from the first write p0 gets %v, want only what it claims", tc.name, tc.wantAt, got)
-		}
-		if got := at(tc.wantAt); len(got) != 4 {
-			t.Fatalf("%s: %v after the first write p0 gets %v, want every queue", tc.name, tc.wantAt, got)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			group := fixture.Group(averagely, 4)
+			group.Status.AssignmentGeneration = 5
+			obs := world([]corev1.Pod{fixture.Pod("p0")}, promisingLease("p0", 5, fixture.Qs(0), fixture.T0, tc.promise))
+			obs.SightedSince = fixture.T0
+			first := Decide(group, obs, env(group, fixture.T0.Add(time.Second)))
+			if !slices.Equal(entryOf(first, "p0"), fixture.Qs(0)) {
+				t.Fatalf("%s: right after the start p0 gets %v, want only what it claims", tc.name, entryOf(first, "p0"))
+			}
+			written := fixture.T0.Add(time.Second)
+			next := applied(group, obs, first)
+			next.FirstWrittenAt = written
+			at := func(d time.Duration) []allocate.Queue {
+				next.Leases = []protocol.LeaseState{promisingLease("p0", first.Report.Generation, fixture.Qs(0), written.Add(d), tc.promise)}
+				return entryOf(Decide(group, next, env(group, written.Add(d))), "p0")
+			}
+			if got := at(tc.wantAt - 100*time.Millisecond); !slices.Equal(got, fixture.Qs(0)) {
+				t.Fatalf("%s: before %v from the first write p0 gets %v, want only what it claims", tc.name, tc.wantAt, got)
+			}
+			if got := at(tc.wantAt); len(got) != 4 {
+				t.Fatalf("%s: %v after the first write p0 gets %v, want every queue", tc.name, tc.wantAt, got)
+			}
+		})
 	}
 }

@@ -62,10 +62,12 @@ func TestSettleRevocation(t *testing.T) {
 			leased("a", now.Add(-time.Second), 3, fixture.Qs(1), time.Second), r(5, 10*time.Second),
 			revocationPending, []time.Time{now.Add(20 * time.Second), now.Add(10 * time.Second)}},
 	} {
-		got, wake := settleRevocation(tc.inc, tc.r, &in)
-		if got != tc.want || !slices.EqualFunc(wake, tc.wantWake, time.Time.Equal) {
-			t.Errorf("%s: got %v waking at %v, want %v waking at %v", tc.name, got, wake, tc.want, tc.wantWake)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got, wake := settleRevocation(tc.inc, tc.r, &in)
+			if got != tc.want || !slices.EqualFunc(wake, tc.wantWake, time.Time.Equal) {
+				t.Errorf("%s: got %v waking at %v, want %v waking at %v", tc.name, got, wake, tc.want, tc.wantWake)
+			}
+		})
 	}
 }
 
@@ -84,9 +86,11 @@ func TestLostQueues(t *testing.T) {
 		{"less what is fenced", fixture.Qs(1, 2, 3, 4), fixture.Qs(4), pending, fenced, fixture.Qs(1)},
 		{"nothing lost", fixture.Qs(1), fixture.Qs(1, 2), nil, nil, nil},
 	} {
-		if got := lostQueues(tc.held, tc.kept, tc.pending, tc.fenced); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: lostQueues = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lostQueues(tc.held, tc.kept, tc.pending, tc.fenced); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: lostQueues = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -130,21 +134,23 @@ func TestHoldingsBlocked(t *testing.T) {
 		{"a reader nobody can name", []*incarnation{leased("a", now, 0, nil, 0)}, HandoffState{HoldUnclaimedUntil: ptr.To(now.Add(time.Second))}, "a", 1, true,
 			"a reader nobody can name may hold any queue"},
 	} {
-		p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
-			trusted: true, state: tc.state, incarnations: tc.incarnations, scope: scope})
-		h := p.countHoldings(p.settleRevocations())
-		self := int32(-1)
-		if tc.self != "" {
-			self = h.indexOf(tc.self, types.UID(tc.self+"-uid"))
-		}
-		if got := h.blocked(fixture.Qs(tc.q)[0], self); got != tc.want {
-			t.Errorf("%s: blocked = %v, want %v", tc.name, got, tc.want)
-		}
-		if tc.want {
-			if why := h.holdsBack(fixture.Qs(tc.q)[0], self); why != tc.why {
-				t.Errorf("%s: held back because %q, want %q", tc.name, why, tc.why)
+		t.Run(tc.name, func(t *testing.T) {
+			p := newHandoffPass(handoffInput{now: now, maxSkew: time.Second, revokeTimeout: 30 * time.Second,
+				trusted: true, state: tc.state, incarnations: tc.incarnations, scope: scope})
+			h := p.countHoldings(p.settleRevocations())
+			self := int32(-1)
+			if tc.self != "" {
+				self = h.indexOf(tc.self, types.UID(tc.self+"-uid"))
 			}
-		}
+			if got := h.blocked(fixture.Qs(tc.q)[0], self); got != tc.want {
+				t.Errorf("%s: blocked = %v, want %v", tc.name, got, tc.want)
+			}
+			if tc.want {
+				if why := h.holdsBack(fixture.Qs(tc.q)[0], self); why != tc.why {
+					t.Errorf("%s: held back because %q, want %q", tc.name, why, tc.why)
+				}
+			}
+		})
 	}
 }
 
@@ -201,11 +207,13 @@ func TestUnclaimedHeldUntil(t *testing.T) {
 		{"a recorded hold ends once this operator's own bound passed", true, &much, earlier, nil},
 		{"a recorded hold sooner than the bound stays", true, &later, much, &later},
 	} {
-		p := newHandoffPass(handoffInput{now: now, trusted: tc.trusted, state: HandoffState{HoldUnclaimedUntil: tc.stateHold}, unseenUntil: tc.unseenUntil})
-		got := p.unclaimedHeldUntil()
-		if (got == nil) != (tc.want == nil) || got != nil && !got.Equal(*tc.want) {
-			t.Errorf("%s: unclaimedHeldUntil = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := newHandoffPass(handoffInput{now: now, trusted: tc.trusted, state: HandoffState{HoldUnclaimedUntil: tc.stateHold}, unseenUntil: tc.unseenUntil})
+			got := p.unclaimedHeldUntil()
+			if (got == nil) != (tc.want == nil) || got != nil && !got.Equal(*tc.want) {
+				t.Errorf("%s: unclaimedHeldUntil = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -230,22 +238,24 @@ func TestKeepReservations(t *testing.T) {
 			map[int32]string{3: "mb", 5: "md"}},
 		{"a member that returned has nothing kept", 20 * time.Second, true, []string{"ma", "mb", "md"}, map[int32]string{}},
 	} {
-		var members []Member
-		for _, m := range tc.members {
-			members = append(members, Member{Member: allocate.Member{ID: m}})
-		}
-		p := newHandoffPass(handoffInput{now: now, restartGrace: tc.grace, trusted: tc.trusted, members: members,
-			published: published, scope: stepScope(), state: HandoffState{Reserved: []reservation{old, recent}}})
-		got := p.keepReservations()
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
-			continue
-		}
-		for id, m := range tc.want {
-			if got[fixture.Qs(id)[0]] != m {
-				t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
+		t.Run(tc.name, func(t *testing.T) {
+			var members []Member
+			for _, m := range tc.members {
+				members = append(members, Member{Member: allocate.Member{ID: m}})
 			}
-		}
+			p := newHandoffPass(handoffInput{now: now, restartGrace: tc.grace, trusted: tc.trusted, members: members,
+				published: published, scope: stepScope(), state: HandoffState{Reserved: []reservation{old, recent}}})
+			got := p.keepReservations()
+			if len(got) != len(tc.want) {
+				t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
+				return
+			}
+			for id, m := range tc.want {
+				if got[fixture.Qs(id)[0]] != m {
+					t.Errorf("%s: keeps %v, want %v", tc.name, got, tc.want)
+				}
+			}
+		})
 	}
 }
 

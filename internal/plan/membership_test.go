@@ -146,8 +146,10 @@ func TestStoppedByKubelet(t *testing.T) {
 		{"failed", fixture.Pod("a", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), true},
 	}
 	for _, tc := range cases {
-		if got := StoppedByKubelet(&tc.pod); got != tc.want {
-			t.Errorf("%s: StoppedByKubelet = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := StoppedByKubelet(&tc.pod); got != tc.want {
+				t.Errorf("%s: StoppedByKubelet = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }

@@ -34,8 +34,10 @@ func TestSoonerRequeue(t *testing.T) {
 		{"a deadline now waits the floor", 0, now, minRequeue},
 		{"a deadline passed waits the floor", 5 * time.Second, now.Add(-time.Minute), minRequeue},
 	} {
-		if got := soonerRequeue(tc.current, now, tc.at); got != tc.want {
-			t.Errorf("%s: soonerRequeue = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := soonerRequeue(tc.current, now, tc.at); got != tc.want {
+				t.Errorf("%s: soonerRequeue = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 }
