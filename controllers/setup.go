@@ -205,7 +205,7 @@ func loadChanged() handler.TypedEventHandler[client.Object, reconcile.Request] {
 }
 
 // renewalSeen records, on the operator's clock, each renewal of a member Lease as its event arrives
-// (leaseSightings), without starting a pass: renewals start none, and a pass that reads a renewal only
+// (observe.Sightings), without starting a pass: renewals start none, and a pass that reads a renewal only
 // when it next runs would count it as made then, long after.
 func (r *ConsumerGroupReconciler) renewalSeen() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	see := func(o client.Object) {

@@ -22,7 +22,7 @@ import (
 // kubeletRenewFraction is the share of a node Lease's duration after which the kubelet renews it.
 const kubeletRenewFraction = 4
 
-// nodeLeaseSightings times node Lease renewals on the operator's clock, as leaseSightings does for the
+// NodeLeaseSightings time node Lease renewals on the operator's clock, as Sightings do for the
 // members' Leases: a renewal counts when the operator sees spec.renewTime change. A renewal it saw only
 // after the fact, as it started, counts from the time it states plus the clock skew bound, when that is
 // earlier: a restarted operator resumes the wait for a lost node rather than starting it again. Lateness

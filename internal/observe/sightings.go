@@ -26,7 +26,7 @@ import (
 // for what the events have not shown yet. It lives in memory only. An operator that starts (or a new
 // leader) has seen nothing: every Lease counts as renewed when it is first read, which can only make claims
 // stand longer. A Lease that vanished before the start is not remembered; what the operator published for
-// its pod still stands for one lease duration from the start (see stillPublished).
+// its pod still stands for one lease duration from the start (plan's unseenDeadline).
 //
 // Whether a member is late (membershipEnds) is the one judgement that a restart does not start again:
 // for a renewal first seen after the fact, it counts from the renewal time the Lease states plus the clock

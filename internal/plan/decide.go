@@ -208,7 +208,7 @@ type decider struct {
 // indexIncarnations indexes the Leases by pod and lists every incarnation that may be reading: the holders of
 // Leases, the pods, and whoever the published objects name. An incarnation named only by what was
 // published, with neither a pod nor a Lease, stands for a lease duration from when this operator first
-// looked at the group: its Lease may have vanished before then (stillPublished).
+// looked at the group: its Lease may have vanished before then (unseenDeadline).
 func (dc *decider) indexIncarnations() {
 	dc.leaseOf = map[string]*protocol.LeaseState{}
 	byKey := map[string]*incarnation{}
@@ -857,7 +857,7 @@ func (d *Decision) lookAgainAt(now, t time.Time) {
 
 // judgeLeases reports what the Leases say that no member following the protocol writes: an acknowledgement
 // of a generation never published (ignored, indexIncarnations), a renewTime that went backwards (timed on
-// the operator's clock all the same, leaseSightings), a load report that cannot be read (counted as none).
+// the operator's clock all the same, observe.Sightings), a load report that cannot be read (counted as none).
 // It keeps nothing from being published.
 func (dc *decider) judgeLeases() {
 	findings := slices.Clone(dc.overclaims)

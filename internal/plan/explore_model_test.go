@@ -103,7 +103,7 @@ type exMember struct {
 	badFence uint8
 }
 
-// exSighting is what the operator saw of one member Lease (leaseSightings).
+// exSighting is what the operator saw of one member Lease (observe.Sightings).
 type exSighting struct {
 	known        bool
 	stated       time.Duration
@@ -347,7 +347,7 @@ func (w *exWorld) land(slot int, wr exWrite) {
 	m.lease = exLease{held: true, uid: m.uid, acked: wr.acked, claim: wr.claim, stated: wr.sentAt}
 	m.claimed, m.written = wr.claim, wr.acked
 	m.renewed = max(m.renewed, wr.sentAt)
-	// The operator's watch sees the new renewTime now (leaseSightings.saw).
+	// The operator's watch sees the new renewTime now (observe.Sightings.Saw).
 	s := &w.op.seen[slot]
 	switch {
 	case !s.known:
@@ -455,7 +455,7 @@ func (w *exWorld) advance(d time.Duration) {
 // --- the operator ---
 
 // leaseState is member slot's Lease as the operator counts it: renewals timed on its own clock
-// (leaseSightings), the renewal seen after the fact counting for lateness from its stated time plus the
+// (observe.Sightings), the renewal seen after the fact counting for lateness from its stated time plus the
 // skew bound (renewedBy).
 func (w *exWorld) leaseState(slot int) *protocol.LeaseState {
 	m := &w.members[slot]

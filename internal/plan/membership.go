@@ -120,7 +120,7 @@ type kubeletSignals struct {
 // restartRenewGrace after the operator saw its containers restarted when no renewal answered the restart
 // (restartedAt, when known; restarts.go): its queues are revoked then, and move on when its promise runs
 // out, long before its Lease would. Both count from the Lease's RenewedBy, which a restarted operator does
-// not move later than the renewal could have been (leaseSightings): membership only decides what is
+// not move later than the renewal could have been (observe.Sightings): membership only decides what is
 // revoked, never when another may read it.
 func MembershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time) time.Time {
 	if lease.StopsWithin <= 0 {

@@ -21,17 +21,17 @@ type Observation struct {
 	// renewal is overdue.
 	NodeLateAt map[string]time.Time
 	// RestartedAt says, by pod UID, when the operator first saw the kubelet restart a pod's containers
-	// with no renewal of its Lease since (restarts.go).
+	// with no renewal of its Lease since (internal/observe/restarts.go).
 	RestartedAt map[types.UID]time.Time
 	// Index is the group's assignment ConfigMap, nil when there is none; shards its shard ConfigMaps.
 	Index  *corev1.ConfigMap
 	Shards map[string]*corev1.ConfigMap
 	// Published is what index and shards hold, checked against their digests; bookkeeping the handoff
-	// state beside it, decoded once per pass (setPublished), and bookkeepingErr why it cannot be read.
+	// state beside it, decoded once per pass (SetPublished), and bookkeepingErr why it cannot be read.
 	Published      protocol.Published
 	Bookkeeping    HandoffState
 	BookkeepingErr error
-	// Leases are the group's member Leases as the operator counts them (leaseSightings): each renewed at the
+	// Leases are the group's member Leases as the operator counts them (observe.Sightings): each renewed at the
 	// operator's time of seeing it, and those that vanished while their claims may still stand. vanished
 	// holds the UIDs of the latter, backwards names the Leases whose renewTime went backwards, and
 	// sightedSince is when this operator first looked at the group.
