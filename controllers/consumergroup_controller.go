@@ -79,47 +79,40 @@ const conflictRetry = 20 * time.Millisecond
 // Reconcile recomputes one group's assignment from the world, publishes it when it changed, records it in
 // the status, and reports what happened in events.
 func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var group v1alpha1.ConsumerGroup
-	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !group.DeletionTimestamp.IsZero() {
-		// The assignment ConfigMaps and the Leases are owned by the group and go with it.
-		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+	// The assignment ConfigMaps and the Leases are owned by the group and go with it.
+	group, err := liveGroup(ctx, r.Client, req.NamespacedName, r.forget)
+	if group == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 
 	now := r.Clock.Now()
 	// What the pass plans with: the spec's topics, the discovered ones with the routes the route discovery
 	// recorded in the status (routeDiscovery).
-	topo := plan.TopologyOf(&group, group.Status.Routes)
-	obs, err := r.observer().Observe(ctx, &group, topo, now)
+	topo := plan.TopologyOf(group, group.Status.Routes)
+	obs, err := r.observer().Observe(ctx, group, topo, now)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
-	strategy, prob := r.memory.strategyFor(&group)
+	strategy, prob := r.memory.strategyFor(group)
 	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob}
-	d := plan.Decide(&group, obs, env)
+	d := plan.Decide(group, obs, env)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
 	// written, so the status records it first.
 	if first := group.Status.AssignmentGeneration == 0 && d.Report.Rebalance.Published; first {
-		if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
+		if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 			return res, err
 		}
 	}
-	if err := r.publish(ctx, &group, obs, d.Write); err != nil {
+	if err := r.publish(ctx, group, obs, d.Write); err != nil {
 		return r.retry(ctx, req.NamespacedName, "assignment", err)
 	}
 	if len(d.Write.ConfigMaps) > 0 {
 		// Every object of generation d.report.generation is written: members' promises run from now.
 		r.memory.WithSightings(req.NamespacedName, now, func(s *observe.Sightings) { s.Wrote(d.Report.Generation, r.Clock.Now()) })
 	}
-	if res, err := r.recordStatus(ctx, &group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
+	if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
 	if d.Report.Rebalance.Published {
@@ -130,10 +123,27 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.Report.Generation, "withheld", h.Withheld, "first", h.FirstWithheld)
 	}
 	r.memory.resetRetries(req.NamespacedName)
-	r.emitEvents(&group, oldStatus, d)
-	recordMetrics(&r.memory, &group, topo, oldStatus, &group.Status, obs, d, now)
+	r.emitEvents(group, oldStatus, d)
+	recordMetrics(&r.memory, group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// liveGroup reads the group key names. When it is gone or being deleted, forget drops what a controller
+// keeps of it and the group is nil: there is nothing more to do for it.
+func liveGroup(ctx context.Context, c client.Reader, key types.NamespacedName, forget func(types.NamespacedName)) (*v1alpha1.ConsumerGroup, error) {
+	var group v1alpha1.ConsumerGroup
+	if err := c.Get(ctx, key, &group); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !group.DeletionTimestamp.IsZero() {
+		forget(key)
+		return nil, nil
+	}
+	return &group, nil
 }
 
 // recordStatus writes the status that a pass's report rep gives. A conflict is most often the cache not

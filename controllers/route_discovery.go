@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -73,23 +72,16 @@ func (r *routeDiscovery) setupWithManager(ctx context.Context, mgr ctrl.Manager)
 // Reconcile registers where one group reads its routes and records the read that finished since its last
 // pass, or the problem that keeps it from reading; it comes back when the next read is due.
 func (r *routeDiscovery) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var group v1alpha1.ConsumerGroup
-	if err := r.Get(ctx, req.NamespacedName, &group); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !group.DeletionTimestamp.IsZero() {
-		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+	group, err := liveGroup(ctx, r.Client, req.NamespacedName, r.forget)
+	if group == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	routes, err := r.routePass(ctx, &group, now)
+	routes, err := r.routePass(ctx, group, now)
 	if err != nil {
 		return retryAfter(ctx, r.quickRetries.add, req.NamespacedName, "route source", err)
 	}
-	if err := r.recordRoutes(ctx, &group, routes, now); err != nil {
+	if err := r.recordRoutes(ctx, group, routes, now); err != nil {
 		return retryAfter(ctx, r.quickRetries.add, req.NamespacedName, "routes", err)
 	}
 	r.quickRetries.reset(req.NamespacedName)
