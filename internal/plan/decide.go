@@ -135,7 +135,7 @@ func Decide(group *v1alpha1.ConsumerGroup, obs *Observation, env Env) *Decision 
 	}
 	dc.chooseLeasesToDelete()
 	dc.recommend()
-	dc.d.RequeueAfter = Sooner(dc.d.RequeueAfter, dc.loadRebalanceDue)
+	dc.d.RequeueAfter = sooner(dc.d.RequeueAfter, dc.loadRebalanceDue)
 	return dc.d
 }
 
@@ -590,7 +590,7 @@ func (dc *decider) planHandoff() *Problem {
 	if prob := generationsLeft(dc.floor); prob != nil {
 		return prob
 	}
-	dc.d.RequeueAfter = Sooner(dc.d.RequeueAfter, h.requeueAfter)
+	dc.d.RequeueAfter = sooner(dc.d.RequeueAfter, h.requeueAfter)
 	if !dc.memberExpiry.IsZero() {
 		dc.d.lookAgainAt(dc.env.Now, dc.memberExpiry)
 	}

@@ -500,7 +500,7 @@ func (w *exWorld) membership() ([]Member, []*incarnation) {
 			seenAt := max(m.nodeDiedAt, w.op.since)
 			nodeLate = RenewedBy(exAt(m.nodeDiedAt), exAt(seenAt), seenAt > m.nodeDiedAt, exMaxSkew).Add(exNodeLate)
 		}
-		end := MembershipEnds(l, nodeLate, time.Time{})
+		end := membershipEnds(l, nodeLate, time.Time{})
 		if exLatenessOff() {
 			end = l.RenewedBy.Add(l.Duration)
 		}

@@ -65,7 +65,7 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 			continue
 		}
 		if lease := leases[pod.Name]; lease != nil {
-			expiry := MembershipEnds(lease, kubelets.nodeLateAt[pod.Spec.NodeName], kubelets.restartedAt[pod.UID])
+			expiry := membershipEnds(lease, kubelets.nodeLateAt[pod.Spec.NodeName], kubelets.restartedAt[pod.UID])
 			if lease.PodUID != pod.UID || !now.Before(expiry) {
 				continue
 			}
@@ -114,7 +114,7 @@ type kubeletSignals struct {
 	restartedAt map[types.UID]time.Time
 }
 
-// MembershipEnds is when a pod whose Lease is lease stops being a member unless it renews: when the Lease
+// membershipEnds is when a pod whose Lease is lease stops being a member unless it renews: when the Lease
 // runs out. A member that promises contact fencing stops being one sooner, once a renewal is overdue by
 // half an interval, once its node's kubelet is overdue (nodeLate, when known; nodeleases.go), or
 // restartRenewGrace after the operator saw its containers restarted when no renewal answered the restart
@@ -122,7 +122,7 @@ type kubeletSignals struct {
 // out, long before its Lease would. Both count from the Lease's RenewedBy, which a restarted operator does
 // not move later than the renewal could have been (observe.Sightings): membership only decides what is
 // revoked, never when another may read it.
-func MembershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time) time.Time {
+func membershipEnds(lease *protocol.LeaseState, nodeLate, restartedAt time.Time) time.Time {
 	if lease.StopsWithin <= 0 {
 		return lease.RenewedBy.Add(lease.Duration)
 	}

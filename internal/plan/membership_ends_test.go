@@ -36,7 +36,7 @@ func TestMembershipEnds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := MembershipEnds(tc.lease, tc.nodeLate, tc.restartedAt); !got.Equal(tc.want) {
+			if got := membershipEnds(tc.lease, tc.nodeLate, tc.restartedAt); !got.Equal(tc.want) {
 				t.Fatalf("membership ends %v after the renewal, want %v", got.Sub(renewed), tc.want.Sub(renewed))
 			}
 		})

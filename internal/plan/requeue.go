@@ -9,11 +9,11 @@ const minRequeue = 100 * time.Millisecond
 // soonerRequeue is the wait before the next pass: current (0 for none) or the wait until t from now, the
 // shorter.
 func soonerRequeue(current time.Duration, now, t time.Time) time.Duration {
-	return Sooner(current, max(t.Sub(now), minRequeue))
+	return sooner(current, max(t.Sub(now), minRequeue))
 }
 
-// Sooner is the shorter of two waits, where 0 (or less) means none.
-func Sooner(a, b time.Duration) time.Duration {
+// sooner is the shorter of two waits, where 0 (or less) means none.
+func sooner(a, b time.Duration) time.Duration {
 	switch {
 	case b <= 0:
 		return a

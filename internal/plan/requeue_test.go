@@ -14,7 +14,7 @@ func TestSooner(t *testing.T) {
 		{2 * time.Second, time.Second, time.Second},
 		{time.Second, -time.Second, time.Second},
 	} {
-		if got := Sooner(tc.a, tc.b); got != tc.want {
+		if got := sooner(tc.a, tc.b); got != tc.want {
 			t.Errorf("sooner(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
