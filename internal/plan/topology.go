@@ -109,10 +109,8 @@ func (t Topology) QueueCount() int {
 // Queues are the topology's queues in RocketMQ's order: by topic, then broker (allocate.CompareUTF16 of
 // the names), then queue id.
 func (t Topology) Queues() []allocate.Queue {
-	topics := slices.Clone(t)
-	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
 	out := make([]allocate.Queue, 0, t.QueueCount())
-	for _, topic := range topics {
+	for _, topic := range t.inRocketMQOrder() {
 		brokers := slices.Clone(topic.Brokers)
 		slices.SortFunc(brokers, func(a, b v1alpha1.Broker) int { return allocate.CompareUTF16(a.Name, b.Name) })
 		for _, b := range brokers {
@@ -128,10 +126,8 @@ func (t Topology) Queues() []allocate.Queue {
 // topics give different zones has the zone of the last topic in RocketMQ's order (allocate.CompareUTF16
 // of the names), the order the plan lists the queues in.
 func (t Topology) BrokerZones() map[string]string {
-	topics := slices.Clone(t)
-	slices.SortStableFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
 	zones := map[string]string{}
-	for _, topic := range topics {
+	for _, topic := range t.inRocketMQOrder() {
 		for _, b := range topic.Brokers {
 			if b.Zone != "" {
 				zones[b.Name] = b.Zone
@@ -139,4 +135,12 @@ func (t Topology) BrokerZones() map[string]string {
 		}
 	}
 	return zones
+}
+
+// inRocketMQOrder is a copy of the topology's topics sorted by name in UTF-16 order, as RocketMQ orders
+// them (allocate.CompareRocketMQ).
+func (t Topology) inRocketMQOrder() []v1alpha1.Topic {
+	topics := slices.Clone(t)
+	slices.SortFunc(topics, func(a, b v1alpha1.Topic) int { return allocate.CompareUTF16(a.Name, b.Name) })
+	return topics
 }
