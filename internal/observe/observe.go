@@ -119,7 +119,7 @@ func renewals(leases []protocol.LeaseState) map[types.UID]time.Time {
 }
 
 // observeLeases reads the group's Leases (from the API server when the published objects were) and
-// counts them as the operator's sightings do (observe.Sightings), and records the publication read back.
+// counts them as the operator's sightings do (Sightings), and records the publication read back.
 func (o Observer) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, now time.Time) error {
 	var leases coordinationv1.LeaseList
 	reader := o.Cached

@@ -82,7 +82,7 @@ func (g *Sightings) sawPublished(generation int64, now time.Time) {
 // Wrote records that this operator's own write of the group's assignment at generation returned at now,
 // as sawPublished does, and the first such moment (firstWritten).
 func (g *Sightings) Wrote(generation int64, now time.Time) {
-	g.published = g.published.Add(generation, now)
+	g.sawPublished(generation, now)
 	if g.firstWritten.IsZero() {
 		g.firstWritten = now
 	}
