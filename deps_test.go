@@ -82,3 +82,53 @@ func TestPlanDoesNoIO(t *testing.T) {
 		}
 	}
 }
+
+// builtModules are the modules whose packages `go list -deps pkgs`, run in dir, compiles, each at the
+// version the build uses (a replacement's, where go.mod replaces it).
+func builtModules(t *testing.T, dir string, pkgs ...string) map[string]string {
+	t.Helper()
+	args := append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} {{.Version}}{{end}}{{end}}"}, pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s in %s: %v", strings.Join(args, " "), dir, err)
+	}
+	versions := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) >= 2 {
+			versions[fields[0]] = fields[len(fields)-1]
+		}
+	}
+	return versions
+}
+
+// TestDemoBuildsWithTheClusterVersions keeps make run's cold build short: the demo and the kubectl plugin
+// are built beside the cluster's binaries (hack/run.sh), and Go's build cache shares a compiled package
+// between the two builds only when it and everything it imports are at the same versions. Every module both
+// builds compile must therefore be at one version: the root go.mod and hack/envtest-bins/go.mod move
+// together (raise the lower one).
+func TestDemoBuildsWithTheClusterVersions(t *testing.T) {
+	demo := builtModules(t, ".", "./hack/localdev", "./cmd/kubectl-cg")
+	cluster := builtModules(t, "hack/envtest-bins", "k8s.io/kubernetes/cmd/kube-apiserver",
+		"k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler",
+		"k8s.io/kubernetes/cmd/kubectl", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok/cmd/kwok")
+	if len(cluster) < 100 {
+		t.Fatalf("the cluster's binaries build from %d modules; expected hundreds", len(cluster))
+	}
+	shared := 0
+	for path, version := range demo {
+		pinned, ok := cluster[path]
+		if !ok {
+			continue
+		}
+		shared++
+		if version != pinned {
+			t.Errorf("%s: the demo builds %s, the cluster's binaries %s", path, version, pinned)
+		}
+	}
+	if shared < 50 {
+		t.Errorf("the demo shares %d modules with the cluster's binaries; expected k8s.io/api, client-go and most of their dependencies", shared)
+	}
+}

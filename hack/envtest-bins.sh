@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries of a whole cluster without a kubelet, which the tests and the demo run, and prints
 # their directory, for KUBEBUILDER_ASSETS:
-#   etcd, kube-apiserver, kubectl, kube-controller-manager and kube-scheduler, from the Go modules pinned
-#   in hack/envtest-bins/go.mod (one k8s.io/kubernetes version for all);
-#   kwok, which plays the kubelets (sigs.k8s.io/kwok at $kwok_version, from its own module).
+#   etcd, kube-apiserver, kubectl, kube-controller-manager, kube-scheduler and kwok (which plays the
+#   kubelets), from the Go modules pinned in hack/envtest-bins/go.mod: one k8s.io/kubernetes version for
+#   all, and kwok built against the same Kubernetes libraries, so that it shares their compiled packages.
 #
 # The binaries go to a cache shared by every checkout on the machine, in a directory named after the
 # version and a digest of the pinned go.mod and go.sum (their content, not their path): a second or moved
@@ -25,7 +25,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/hack/envtest-bins"
 version=$(awk '($1 == "k8s.io/kubernetes" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "k8s.io/kubernetes") {print $3}' "$mod/go.mod" | head -1)
 version=${version#v}
-kwok_version=v0.8.0
+kwok_version=$(awk '($1 == "sigs.k8s.io/kwok" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "sigs.k8s.io/kwok") {print $3}' "$mod/go.mod" | head -1)
 gcflags="all=-l -dwarf=false"
 if [[ ${1:-} == -gcflags ]]; then
   echo "$gcflags"
@@ -34,7 +34,7 @@ fi
 shared_mark=${ENVTEST_BINS_SHARED:-}
 if [[ -n $shared_mark && $shared_mark != /* ]]; then shared_mark="$PWD/$shared_mark"; fi
 mark_shared() { if [[ -n $shared_mark ]]; then touch "$shared_mark" || true; fi; }
-digest=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "sigs.k8s.io/kwok $kwok_version"; echo "-gcflags $gcflags") |
+digest=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "-gcflags $gcflags") |
   sha256sum | cut -c1-12)
 
 cache=${CONSUMERGROUP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/consumergroup-operator}
@@ -64,10 +64,9 @@ done
 tmp=$(mktemp -d "$cache/k8s/.build-XXXXXX")
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"; mark_shared' EXIT
-# The Kubernetes build has compiled the packages others share with it once it has compiled this many (its
-# order puts the standard library, k8s.io/api, apimachinery and client-go in its first 1,000 of 2,744).
+# The build has compiled the packages others share with it once it has compiled this many (its order
+# puts the standard library, k8s.io/api, apimachinery and client-go in its first 1,000 of about 2,800).
 shared_after=1200
-kwok_mark="$tmp/.shared"
 # progress NAME TOTAL [MARK...] passes go build -v's output through: it counts the package lines (import
 # paths, printed as each is compiled) and says every 250 how far NAME has got, and creates the MARK files
 # once $shared_after are compiled; anything else (errors) is passed on.
@@ -82,53 +81,34 @@ progress() {
       next
     }
     { print > "/dev/stderr" }' |
-    while read -r _; do touch "$@" || true; done
+    while read -r _; do if (( $# )); then touch "$@" || true; fi; done
 }
-# The four Kubernetes commands and etcd (whose module's version the same go.mod pins) are one go build:
-# Go compiles each package once per process, so the packages they share (nearly all of etcd's) are
-# compiled once, not once by each of two builds running side by side; the five link in parallel.
-name="kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes v$version) and etcd"
+# The four Kubernetes commands, etcd and kwok (whose modules' versions the same go.mod pins) are one go
+# build: Go compiles each package once per process, so the packages they share (nearly all of etcd's and
+# kwok's) are compiled once, not once by each of several builds running side by side; the six link in
+# parallel.
+name="kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes v$version), etcd and kwok ($kwok_version)"
 pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3)
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3
+  sigs.k8s.io/kwok/cmd/kwok)
 total=$(cd "$mod" && go list -deps "${pkgs[@]}" | wc -l)
 echo "building $name into $dir ($total packages at most; the Go build cache skips those built before)" >&2
-(
-  cd "$mod"
-  CGO_ENABLED=0 go build -v -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1 |
-    progress "Kubernetes and etcd" "$total" "$kwok_mark" ${shared_mark:+"$shared_mark"}
-  # go build names a command after its import path's last element before a major version: server/v3, server.
-  mv "$tmp/server" "$tmp/etcd"
-  echo "built $name" >&2
-) &
-k8s=$!
-# kwok's stages (how nodes and pods move through their lives) ship in its module: the cluster uses its
-# fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary. go install
-# with a version builds kwok with its own module's requirements, apart from Kubernetes' pins. It starts
-# once the Kubernetes build has compiled what kwok shares with it (the standard library, mostly), and
-# fills the cores while that build waits on one package or links.
-(
-  while [[ ! -e $kwok_mark ]] && kill -0 "$k8s" 2>/dev/null; do sleep 1; done
-  echo "building kwok (sigs.k8s.io/kwok $kwok_version) into $dir" >&2
-  cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -gcflags "$gcflags" -ldflags "-s -w" \
-    "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
-  echo "built kwok" >&2
-) &
-kwok=$!
-failed=0
-for pid in "$k8s" "$kwok"; do
-  wait "$pid" || failed=1
-done
-if (( failed )); then
+if ! (cd "$mod" && CGO_ENABLED=0 go build -v -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1 |
+  progress "the cluster's binaries" "$total" ${shared_mark:+"$shared_mark"}); then
   echo "building the cluster's binaries failed (above)" >&2
   exit 1
 fi
-src=$(cd "$tmp" && go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+# go build names a command after its import path's last element before a major version: server/v3, server.
+mv "$tmp/server" "$tmp/etcd"
+echo "built $name" >&2
+# kwok's stages (how nodes and pods move through their lives) ship in its module: the cluster uses its
+# fast node stages and its general pod stages, gathered into kwok-stages.yaml beside the binary.
+src=$(cd "$mod" && go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
   pod/general/pod-create.yaml pod/general/pod-init-container-running.yaml
   pod/general/pod-init-container-completed.yaml pod/general/pod-ready.yaml pod/general/pod-complete.yaml
   pod/general/pod-delete.yaml)
 for stage in "${stages[@]}"; do cat "$src/kustomize/stage/$stage"; echo "---"; done > "$tmp/kwok-stages.yaml"
-rm -f "$kwok_mark"
 if ! mv -T "$tmp" "$dir" 2>/dev/null && ! complete "$dir"; then
   echo "could not move the binaries into $dir" >&2
   exit 1
