@@ -1,5 +1,7 @@
-// Module envtest-bins pins the control-plane binaries (etcd, kube-apiserver, kubectl) that the
-// tests and the local demo run. It is a separate module so that `go test ./...` at the root skips it.
+// Module envtest-bins pins the cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kubectl, kwok) that the tests and the local demo run. It is a separate module so that
+// `go test ./...` at the root skips it. The modules it shares with the root module are at the root's
+// versions (TestDemoBuildsWithTheClusterVersions), so that make run compiles them once.
 module github.com/consumergroup-operator/consumergroup-operator/hack/envtest-bins
 
 go 1.26.0
