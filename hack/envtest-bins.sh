@@ -23,9 +23,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/hack/envtest-bins"
-version=$(awk '($1 == "k8s.io/kubernetes" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "k8s.io/kubernetes") {print $3}' "$mod/go.mod" | head -1)
+# required MODULE prints the version of MODULE that the pinned go.mod requires.
+required() {
+  awk -v m="$1" '($1 == m && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == m) {print $3}' "$mod/go.mod" | head -1
+}
+version=$(required k8s.io/kubernetes)
 version=${version#v}
-kwok_version=$(awk '($1 == "sigs.k8s.io/kwok" && $2 ~ /^v/) {print $2} ($1 == "require" && $2 == "sigs.k8s.io/kwok") {print $3}' "$mod/go.mod" | head -1)
+kwok_version=$(required sigs.k8s.io/kwok)
 gcflags="all=-l -dwarf=false"
 if [[ ${1:-} == -gcflags ]]; then
   echo "$gcflags"
@@ -83,17 +87,14 @@ progress() {
     { print > "/dev/stderr" }' |
     while read -r _; do if (( $# )); then touch "$@" || true; fi; done
 }
-# The four Kubernetes commands, etcd and kwok (whose modules' versions the same go.mod pins) are one go
-# build: Go compiles each package once per process, so the packages they share (nearly all of etcd's and
-# kwok's) are compiled once, not once by each of several builds running side by side; the six link in
-# parallel.
+# The four Kubernetes commands, etcd and kwok (the tools the pinned go.mod names, at the versions it pins)
+# are one go build: Go compiles each package once per process, so the packages they share (nearly all of
+# etcd's and kwok's) are compiled once, not once by each of several builds running side by side; the six
+# link in parallel.
 name="kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes v$version), etcd and kwok ($kwok_version)"
-pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3
-  sigs.k8s.io/kwok/cmd/kwok)
-total=$(cd "$mod" && go list -deps "${pkgs[@]}" | wc -l)
+total=$(cd "$mod" && go list -deps tool | wc -l)
 echo "building $name into $dir ($total packages at most; the Go build cache skips those built before)" >&2
-if ! (cd "$mod" && CGO_ENABLED=0 go build -v -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1 |
+if ! (cd "$mod" && CGO_ENABLED=0 go build -v -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/" tool 2>&1 |
   progress "the cluster's binaries" "$total" ${shared_mark:+"$shared_mark"}); then
   echo "building the cluster's binaries failed (above)" >&2
   exit 1

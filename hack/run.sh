@@ -8,8 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # the cluster's binaries are (CGO_ENABLED=0, -trimpath, the same -gcflags), they share the compiled
 # packages both need (the standard library, k8s.io/api, apimachinery, client-go and their dependencies:
 # all but about 75 of the demo's 1,227) through Go's build cache, because the root go.mod and
-# hack/envtest-bins/go.mod pin the same versions (TestDemoBuildsWithTheClusterVersions keeps them so). Their modules download at once, while Kubernetes compiles; they
-# compile once envtest-bins.sh says it has compiled the shared packages ($ENVTEST_BINS_SHARED), so that
+# hack/envtest-bins/go.mod pin the same versions (TestDemoBuildsWithTheClusterVersions keeps them so).
+# Their modules download at once, while Kubernetes compiles; they compile once envtest-bins.sh says it has compiled the shared packages ($ENVTEST_BINS_SHARED), so that
 # the two builds do not compile the same packages at the same time, and fill the cores while the cluster's
 # binaries link.
 mkdir -p bin/localdev
