@@ -134,6 +134,19 @@ func (o *Ownership) ReadingByPod(pod string) int {
 	return n
 }
 
+// ReadQueues counts the queues that have a reader now.
+func (o *Ownership) ReadQueues() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, hs := range o.holders {
+		if len(hs) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Readers is how many incarnations read q now.
 func (o *Ownership) Readers(q allocate.Queue) int {
 	o.mu.Lock()
@@ -222,22 +235,36 @@ type SimMember struct {
 // StartMember runs a member of group for pod, with the credentials of cfg, until the test ends or Stop.
 func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, own *Ownership, opts MemberOptions) *SimMember {
 	t.Helper()
+	m, err := RunMember(cfg, group, pod, own, opts)
+	Must(t, err)
+	// Every member ends with its test; stopping one that already stopped does nothing.
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// RunMember runs a member of group for pod, with the credentials of cfg, until Stop: StartMember for a
+// program that is not a test (hack/scale).
+func RunMember(cfg *rest.Config, group string, pod *corev1.Pod, own *Ownership, opts MemberOptions) (*SimMember, error) {
 	m := &SimMember{Pod: pod, done: make(chan struct{}), own: own, reader: pod.Name + "/" + string(pod.UID)}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return partitionable{next: rt, cut: &m.partitioned} })
-	c, err := member.New(kubernetes.NewForConfigOrDie(cfg), member.Config{
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := member.New(cs, member.Config{
 		Namespace: pod.Namespace, Group: group, Pod: pod.Name, PodUID: pod.UID,
 		LeaseDuration: opts.LeaseDuration, MaxClockSkew: opts.MaxClockSkew, DrainAckTimeout: opts.DrainAckTimeout,
 		ContactTimeout: opts.ContactTimeout, StopTimeout: opts.StopTimeout,
 	})
-	Must(t, err)
+	if err != nil {
+		return nil, err
+	}
 	m.Client = c
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.Acking.Store(true)
 	go func() { _ = c.Run(ctx) }()
-	// Every member ends with its test; stopping one that already stopped does nothing.
-	t.Cleanup(m.Stop)
 	go func() {
 		defer close(m.done)
 		for {
@@ -264,7 +291,7 @@ func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, 
 			}
 		}
 	}()
-	return m
+	return m, nil
 }
 
 // Reader is the member's name in the Ownership: its pod's name and UID.

@@ -1,0 +1,178 @@
+// Command scale measures one operator serving many member pods, against a real etcd and kube-apiserver
+// (the project's own control-plane binaries, hack/envtest-bins.sh), and prints what it costs:
+//
+//	go run ./hack/scale -pods 1000 -format json
+//
+// It starts the control plane, builds and starts the operator as its own process, measures its resident
+// memory with nothing to serve, then creates the groups, the nodes' Leases (renewed as kubelets renew
+// them) and the pods, and runs one member per pod: pkg/member, the client a real member embeds, so the
+// members make exactly the requests real members make. Once every queue has its reader it counts, over a
+// steady window, the API requests the API server served (its own apiserver_request_total, less what this
+// program sent in place of kubelets) and the operator's memory. Last it cuts one node off, as a node lost
+// or partitioned: its kubelet's Lease stops and its members lose the API server, and it times how long
+// each of their queues waits for a new reader, from the members' own records, which also show any queue
+// read by two members at once.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	opts, err := parseOptions(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(2)
+	}
+	// The members cut off by the run log every failed request through client-go; what they do shows in
+	// their records instead.
+	klog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, opts, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+	if err := printResult(os.Stdout, opts.format, res); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+	if res.Overlaps > 0 || !res.Recovered {
+		os.Exit(1)
+	}
+}
+
+// options are what the command line asks for.
+type options struct {
+	pods, podsPerGroup, podsPerNode, queuesPerGroup, groupsPerNamespace int
+	settle, window, recoveryLimit                                       time.Duration
+	format                                                              string
+	// minAvailableMemory is how much of the machine's memory must stay available: below it the run stops
+	// with an error rather than let the kernel kill the API server, etcd or the operator.
+	minAvailableMemory int64
+	workers            int
+}
+
+func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
+	var o options
+	fs.IntVar(&o.pods, "pods", 1000, "Member pods to run.")
+	fs.IntVar(&o.podsPerGroup, "pods-per-group", 10, "Member pods in each ConsumerGroup.")
+	fs.IntVar(&o.queuesPerGroup, "queues-per-group", 16, "Queues of each group (2 brokers, half each).")
+	fs.IntVar(&o.podsPerNode, "pods-per-node", 30, "Member pods on each node: 150,000 pods on 5,000 nodes is 30.")
+	fs.IntVar(&o.groupsPerNamespace, "groups-per-namespace", 50, "Groups in each namespace.")
+	fs.DurationVar(&o.settle, "settle", 30*time.Second, "How long to let the world settle, once every queue has its reader, before the window.")
+	fs.DurationVar(&o.window, "window", 60*time.Second, "The steady window over which requests are counted.")
+	fs.DurationVar(&o.recoveryLimit, "recovery-limit", 90*time.Second, "How long to wait for a cut-off node's queues to find new readers.")
+	fs.StringVar(&o.format, "format", "text", "Output: text or json.")
+	fs.Int64Var(&o.minAvailableMemory, "min-available-memory", 1<<30, "Bytes of memory that must stay available (MemAvailable); below, the run stops with an error.")
+	fs.IntVar(&o.workers, "workers", 16, "Goroutines creating objects.")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, o.validate()
+}
+
+func (o options) validate() error {
+	var errs []error
+	positive := []struct {
+		name  string
+		value int
+	}{{"-pods", o.pods}, {"-pods-per-group", o.podsPerGroup}, {"-queues-per-group", o.queuesPerGroup}, {"-pods-per-node", o.podsPerNode}, {"-groups-per-namespace", o.groupsPerNamespace}, {"-workers", o.workers}}
+	for _, p := range positive {
+		if p.value < 1 {
+			errs = append(errs, fmt.Errorf("%s is %d: want 1 or more", p.name, p.value))
+		}
+	}
+	if o.queuesPerGroup%2 != 0 {
+		errs = append(errs, fmt.Errorf("-queues-per-group is %d: want an even number (two brokers)", o.queuesPerGroup))
+	}
+	if o.pods > 0 && o.podsPerGroup > 0 && o.pods%o.podsPerGroup != 0 {
+		errs = append(errs, fmt.Errorf("-pods %d is not a multiple of -pods-per-group %d", o.pods, o.podsPerGroup))
+	}
+	if o.window < time.Second {
+		errs = append(errs, fmt.Errorf("-window %v: want 1s or more", o.window))
+	}
+	if o.format != "text" && o.format != "json" {
+		errs = append(errs, fmt.Errorf("-format %q: want text or json", o.format))
+	}
+	return errors.Join(errs...)
+}
+
+// result is what a run measured.
+type result struct {
+	// Design is the liveness design the members follow: "per-member", each member confirming its own view
+	// and renewing its own Lease (docs/protocol.md).
+	Design string `json:"design"`
+	Pods   int    `json:"pods"`
+	Groups int    `json:"groups"`
+	Nodes  int    `json:"nodes"`
+	Queues int    `json:"queues"`
+	// OperatorBaselineRSSBytes is the operator's resident memory with nothing to serve; OperatorRSSBytes
+	// at the end of the steady window; OperatorPeakRSSBytes its peak over the whole run.
+	OperatorBaselineRSSBytes int64 `json:"operatorBaselineRSSBytes"`
+	OperatorRSSBytes         int64 `json:"operatorRSSBytes"`
+	OperatorPeakRSSBytes     int64 `json:"operatorPeakRSSBytes"`
+	// OperatorBytesPerPod is (OperatorRSSBytes - OperatorBaselineRSSBytes) / Pods.
+	OperatorBytesPerPod float64 `json:"operatorBytesPerPod"`
+	// APIRequestsPerMemberSecond is every request the API server counted over the window, less those this
+	// program sent in place of kubelets, per member pod per second.
+	APIRequestsPerMemberSecond float64 `json:"apiRequestsPerMemberSecond"`
+	// RequestsPerSecond splits the same requests by verb and resource ("GET configmaps").
+	RequestsPerSecond map[string]float64 `json:"requestsPerSecond"`
+	WindowSeconds     float64            `json:"windowSeconds"`
+	// RecoveryMaxSeconds is the longest a queue of the cut-off node waited for a new reader, from the cut;
+	// Recovered says whether every one found one within the limit.
+	RecoveryMaxSeconds float64 `json:"recoveryMaxSeconds"`
+	RecoveredQueues    int     `json:"recoveredQueues"`
+	Recovered          bool    `json:"recovered"`
+	// Overlaps counts the instants at which a queue had two readers, by the members' own records.
+	Overlaps int `json:"overlaps"`
+	// SetupSeconds is the time to create the groups and pods; ReadSeconds from then until every queue had
+	// its reader.
+	SetupSeconds float64 `json:"setupSeconds"`
+	ReadSeconds  float64 `json:"readSeconds"`
+	// Load is the machine's load average (1, 5, 15 min) at the end of the window.
+	Load string `json:"load"`
+}
+
+func printResult(w io.Writer, format string, r result) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	_, err := fmt.Fprintf(w, `design                      %s
+pods, groups, nodes, queues %d, %d, %d, %d
+setup; every queue read     %.1f s; %.1f s later
+operator RSS                %.1f MiB empty, %.1f MiB serving (peak %.1f MiB): %.0f bytes per pod
+API requests                %.3f per member per second over %.0f s
+recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
+queues read twice           %d
+load                        %s
+`, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
+		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
+		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
+	if err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(r.RequestsPerSecond) {
+		if _, err := fmt.Fprintf(w, "  %-40s %9.2f/s\n", k, r.RequestsPerSecond[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestParseOptionsNamesEachBadFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // substrings of the error; none: no error
+	}{
+		{name: "defaults", args: nil},
+		{name: "20,000 pods as json", args: []string{"-pods", "20000", "-format", "json"}},
+		{name: "not a multiple of the group", args: []string{"-pods", "105"}, want: []string{"-pods 105 is not a multiple of -pods-per-group 10"}},
+		{name: "odd queues and no nodes", args: []string{"-queues-per-group", "15", "-pods-per-node", "0"},
+			want: []string{"-queues-per-group is 15: want an even number", "-pods-per-node is 0: want 1 or more"}},
+		{name: "format", args: []string{"-format", "yaml"}, want: []string{`-format "yaml": want text or json`}},
+		{name: "window", args: []string{"-window", "10ms"}, want: []string{"-window 10ms: want 1s or more"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			_, err := parseOptions(fs, tc.args)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("error %v, want none", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLayoutSpreadsEachGroupOverNodes(t *testing.T) {
+	o := options{pods: 120, podsPerGroup: 10, podsPerNode: 30, queuesPerGroup: 16, groupsPerNamespace: 5}
+	w := layout(o)
+	if len(w.groups) != 12 || len(w.pods) != 120 || len(w.nodes) != 4 || len(w.namespaces) != 3 {
+		t.Fatalf("%d groups, %d pods, %d nodes, %d namespaces; want 12, 120, 4, 3", len(w.groups), len(w.pods), len(w.nodes), len(w.namespaces))
+	}
+	perNode := map[string]int{}
+	topics := map[string]bool{}
+	for i, p := range w.pods {
+		perNode[p.Spec.NodeName]++
+		g := w.groups[i/o.podsPerGroup]
+		if p.Namespace != g.Namespace || p.Labels["app"] != g.Name {
+			t.Errorf("pod %s/%s (app=%s) is not selected by group %s/%s", p.Namespace, p.Name, p.Labels["app"], g.Namespace, g.Name)
+		}
+	}
+	for node, n := range perNode {
+		if n != o.podsPerNode {
+			t.Errorf("node %s runs %d pods, want %d", node, n, o.podsPerNode)
+		}
+	}
+	for _, g := range w.groups {
+		topics[g.Spec.Topics[0].Name] = true
+		queues := int32(0)
+		for _, b := range g.Spec.Topics[0].Brokers {
+			queues += b.Queues
+		}
+		if queues != 16 {
+			t.Errorf("group %s has %d queues, want 16", g.Name, queues)
+		}
+	}
+	if len(topics) != len(w.groups) {
+		t.Errorf("%d topics for %d groups: a queue must be one group's alone", len(topics), len(w.groups))
+	}
+	// A node lost must leave each of its groups a member elsewhere.
+	nodesOfGroup := map[string]map[string]bool{}
+	for i, p := range w.pods {
+		g := w.groups[i/o.podsPerGroup].Name
+		if nodesOfGroup[g] == nil {
+			nodesOfGroup[g] = map[string]bool{}
+		}
+		nodesOfGroup[g][p.Spec.NodeName] = true
+	}
+	for g, nodes := range nodesOfGroup {
+		if len(nodes) < 2 {
+			t.Errorf("group %s runs on %d node(s)", g, len(nodes))
+		}
+	}
+}
+
+const requestTotals = `# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="resource",subresource="",verb="GET",version="v1"} 100
+apiserver_request_total{code="404",component="apiserver",dry_run="",group="",resource="configmaps",scope="resource",subresource="",verb="GET",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="status",verb="PUT",version="v1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 3
+`
+
+func TestParseRequestTotalsSumsByVerbAndResource(t *testing.T) {
+	got, err := parseRequestTotals([]byte(requestTotals))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"GET configmaps": 105, "PUT leases": 40, "PUT pods/status": 7}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
+	}
+	if _, err := parseRequestTotals([]byte("# nothing\n")); err == nil {
+		t.Error("metrics without apiserver_request_total read without an error")
+	}
+}
+
+func TestRequestRatesLeaveOutThisProgramsRequests(t *testing.T) {
+	before := map[string]float64{"GET configmaps": 100, "PUT leases": 40}
+	after := map[string]float64{"GET configmaps": 1100, "PUT leases": 90, "GET pods": 10}
+	// 1,060 requests over 10 s, 60 of them this program's, from 100 members: 1 per member per second.
+	rates, perMember := requestRates(before, after, 60, 10, 100)
+	if math.Abs(perMember-1) > 1e-9 {
+		t.Errorf("%v requests per member per second, want 1", perMember)
+	}
+	if rates["GET configmaps"] != 100 || rates["PUT leases"] != 5 || rates["GET pods"] != 1 {
+		t.Errorf("rates %v", rates)
+	}
+}
+
+func TestProcFieldsReadsKilobytes(t *testing.T) {
+	status := []byte("Name:\tmanager\nVmHWM:\t  120000 kB\nVmRSS:\t  100000 kB\nThreads:\t12\n")
+	got := procFields(status, "VmRSS:", "VmHWM:")
+	if got["VmRSS:"] != 100000 || got["VmHWM:"] != 120000 || len(got) != 2 {
+		t.Errorf("got %v", got)
+	}
+}

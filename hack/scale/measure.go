@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// operatorProcess is the operator running as its own process, as in a cluster.
+type operatorProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+}
+
+func startOperator(bin, kubeconfig, logPath string) (*operatorProcess, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	// No metrics endpoint and probes on a port of the kernel's choosing: the run reads the API server's
+	// metrics and the process's memory, nothing the operator serves.
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	p := &operatorProcess{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *operatorProcess) kill() {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// memory reads the process's resident set size now (VmRSS) and at its peak (VmHWM), in bytes.
+func (p *operatorProcess) memory() (rss, hwm int64, err error) {
+	select {
+	case <-p.exited:
+		return 0, 0, fmt.Errorf("the operator exited; its log: %s", p.logPath)
+	default:
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	kb := procFields(status, "VmRSS:", "VmHWM:")
+	if kb["VmRSS:"] == 0 || kb["VmHWM:"] == 0 {
+		return 0, 0, fmt.Errorf("no VmRSS or VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+	}
+	return kb["VmRSS:"] << 10, kb["VmHWM:"] << 10, nil
+}
+
+// procFields reads the "<name> <number> kB" lines of a /proc file (status, meminfo) that names asks for.
+func procFields(text []byte, names ...string) map[string]int64 {
+	out := map[string]int64{}
+	s := bufio.NewScanner(bytes.NewReader(text))
+	for s.Scan() {
+		f := strings.Fields(s.Text())
+		if len(f) == 3 && f[2] == "kB" && slices.Contains(names, f[0]) {
+			if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				out[f[0]] = n
+			}
+		}
+	}
+	return out
+}
+
+// countRequests is cfg with every request counted in n.
+func countRequests(cfg *rest.Config, n *atomic.Int64) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// apiRequests is the API server's count of the resource requests it served (apiserver_request_total),
+// by "VERB resource[/subresource]".
+func apiRequests(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
+	text, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	return parseRequestTotals(text)
+}
+
+// parseRequestTotals reads apiserver_request_total from the Prometheus text format, summed by verb and
+// resource. Requests for no resource (/metrics, /healthz, discovery) are left out.
+func parseRequestTotals(text []byte) (map[string]float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	out := map[string]float64{}
+	fam := families["apiserver_request_total"]
+	if fam == nil {
+		return nil, fmt.Errorf("the API server's metrics have no apiserver_request_total")
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["resource"] == "" {
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		out[key] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// requestRates turns two counts of the API server's requests, own of which this program sent over
+// seconds, into requests a second by verb and resource, and the rest per member a second.
+func requestRates(before, after map[string]float64, own, seconds float64, members int) (map[string]float64, float64) {
+	rates := map[string]float64{}
+	total := 0.0
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			rates[k] = d / seconds
+			total += d
+		}
+	}
+	return rates, max(total-own, 0) / seconds / float64(members)
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// checkRoom refuses a run the machine has no room for, before it starts: each member pod costs the
+// members' process, the API server and etcd together about perPod bytes (measured at 1,000 pods).
+func checkRoom(o options, r result) error {
+	const perPod = 400 << 10
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return nil // not Linux: the watch during the run is all there is
+	}
+	available := procFields(meminfo, "MemAvailable:")["MemAvailable:"] << 10
+	need := int64(r.Pods)*perPod + o.minAvailableMemory + 1<<30
+	if available < need {
+		return fmt.Errorf("not enough memory for %d pods: about %d MiB needed (%d KiB a pod, 1 GiB for the operator and the control plane, %d MiB kept free), %d MiB available",
+			r.Pods, need>>20, perPod>>10, o.minAvailableMemory>>20, available>>20)
+	}
+	return nil
+}
+
+// watchRoom cancels the run, saying why, once the machine's available memory falls below minAvailable or
+// the temporary directory (etcd's data) has less than 1 GiB free.
+func watchRoom(ctx context.Context, minAvailable int64, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if meminfo, err := os.ReadFile("/proc/meminfo"); err == nil {
+			if available := procFields(meminfo, "MemAvailable:")["MemAvailable:"] << 10; available > 0 && available < minAvailable {
+				cancel(fmt.Errorf("the machine ran out of memory: %d MiB available, below -min-available-memory (%d MiB); run fewer -pods", available>>20, minAvailable>>20))
+				return
+			}
+		}
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(os.TempDir(), &fs); err == nil {
+			if free := int64(fs.Bavail) * fs.Bsize; free < 1<<30 {
+				cancel(fmt.Errorf("the machine ran out of disk: %d MiB free in %s, where etcd keeps its data; free some, or set TMPDIR", free>>20, os.TempDir()))
+				return
+			}
+		}
+	}
+}
+
+// loadAverage is the machine's load average as /proc/loadavg gives it ("1.02 0.87 0.66").
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

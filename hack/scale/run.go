@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+)
+
+// run measures the world o asks for, writing progress lines to progress.
+func run(ctx context.Context, o options, progress io.Writer) (result, error) {
+	say := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	w := layout(o)
+	res := result{Design: "per-member", Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	if err := checkRoom(o, res); err != nil {
+		return res, err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return res, err
+	}
+	work, err := os.MkdirTemp("", "consumergroup-scale-")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+
+	// The machine watch stops the run, with the reason, once memory or the temporary disk runs short.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go watchRoom(ctx, o.minAvailableMemory, cancel)
+	failed := func(err error) error {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+		return err
+	}
+
+	say("building the control plane's binaries and the operator")
+	assets, err := controlPlaneBinaries(ctx, root)
+	if err != nil {
+		return res, failed(err)
+	}
+	operatorBin := filepath.Join(work, "manager")
+	if err := goBuild(ctx, root, operatorBin, "."); err != nil {
+		return res, failed(err)
+	}
+	say("starting etcd and kube-apiserver")
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return res, fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	cfg = rest.CopyConfig(cfg)
+	// Setup is not what is measured: no client-side limit on the objects this program creates.
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	// Every request this program sends in place of kubelets or to set up is counted, so that the API
+	// server's count can be told apart from the operator's and the members'.
+	var own atomic.Int64
+	adminCfg := countRequests(cfg, &own)
+	c, err := client.New(adminCfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return res, err
+	}
+	// The API server's metrics are read with a client this program does not count: /metrics is no
+	// resource, and the API server's count leaves it out too.
+	metricsClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	kubeconfig, err := adminKubeconfig(env, work)
+	if err != nil {
+		return res, err
+	}
+
+	say("starting the operator")
+	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"))
+	if err != nil {
+		return res, err
+	}
+	defer op.kill()
+	if err := sleep(ctx, 15*time.Second); err != nil {
+		return res, failed(err)
+	}
+	if res.OperatorBaselineRSSBytes, _, err = op.memory(); err != nil {
+		return res, err
+	}
+	say("operator with nothing to serve: RSS %.1f MiB", float64(res.OperatorBaselineRSSBytes)/(1<<20))
+
+	start := time.Now()
+	if err := createWorld(ctx, c, w, o.workers, say); err != nil {
+		return res, failed(err)
+	}
+	kubelets := startKubelets(ctx, c, w.nodes)
+	res.SetupSeconds = time.Since(start).Seconds()
+
+	say("starting %d members", len(w.pods))
+	ownership := testenv.NewOwnership()
+	members := make([]*testenv.SimMember, len(w.pods))
+	memberCfg := rest.CopyConfig(cfg)
+	memberCfg.RateLimiter = nil // each member limits itself as client-go does by default
+	for i, p := range w.pods {
+		m, err := testenv.RunMember(memberCfg, w.groups[i/o.podsPerGroup].Name, p, ownership, testenv.MemberOptions{})
+		if err != nil {
+			return res, err
+		}
+		members[i] = m
+		defer m.Stop()
+	}
+	readStart := time.Now()
+	if err := awaitEveryQueueRead(ctx, ownership, res.Queues, say); err != nil {
+		return res, failed(fmt.Errorf("%w (operator log: %s)", err, op.logPath))
+	}
+	res.ReadSeconds = time.Since(readStart).Seconds()
+
+	say("every queue has its reader; settling for %v, then counting requests for %v", o.settle, o.window)
+	if err := sleep(ctx, o.settle); err != nil {
+		return res, failed(err)
+	}
+	before, err := apiRequests(ctx, metricsClient)
+	if err != nil {
+		return res, err
+	}
+	ownBefore, windowStart := own.Load(), time.Now()
+	if err := sleep(ctx, o.window); err != nil {
+		return res, failed(err)
+	}
+	after, err := apiRequests(ctx, metricsClient)
+	if err != nil {
+		return res, err
+	}
+	elapsed := time.Since(windowStart).Seconds()
+	res.WindowSeconds = elapsed
+	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), elapsed, len(w.pods))
+	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
+		return res, err
+	}
+	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(len(w.pods))
+	res.Load = loadAverage()
+	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
+
+	const cut = 0
+	say("cutting off %s", w.nodes[cut])
+	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
+	if err != nil {
+		return res, failed(err)
+	}
+	res.RecoveryMaxSeconds, res.RecoveredQueues, res.Recovered = rec.longest.Seconds(), rec.queues, rec.complete
+	res.Overlaps = len(ownership.Violations())
+	for _, v := range ownership.Violations() {
+		say("read twice: %s", v)
+	}
+	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// moduleRoot is the directory of this module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("run from within the consumergroup-operator module (go run ./hack/scale)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// controlPlaneBinaries is the directory of etcd and kube-apiserver: KUBEBUILDER_ASSETS when set, else
+// what hack/envtest-bins.sh builds (once; it is cached).
+func controlPlaneBinaries(ctx context.Context, root string) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "envtest-bins.sh"))
+	cmd.Dir, cmd.Stderr = root, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/envtest-bins.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func goBuild(ctx context.Context, root, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// adminKubeconfig writes a kubeconfig for a system:masters user of env's API server, for the operator.
+func adminKubeconfig(env *envtest.Environment, dir string) (string, error) {
+	user, err := env.AddUser(envtest.User{Name: "scale-operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, kc, 0o600)
+}
+
+// createWorld creates w's namespaces, groups, node Leases and pods (Running and Ready, as a kubelet would
+// report them), with a progress line every 1,000 pods.
+func createWorld(ctx context.Context, c client.Client, w world, workers int, say func(string, ...any)) error {
+	for _, ns := range w.namespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	if err := parallel(ctx, len(w.groups), workers, func(i int) error {
+		return c.Create(ctx, w.groups[i].DeepCopy())
+	}); err != nil {
+		return fmt.Errorf("creating groups: %w", err)
+	}
+	now := metav1.NowMicro()
+	if err := parallel(ctx, len(w.nodes), workers, func(i int) error {
+		return c.Create(ctx, nodeLease(w.nodes[i], now))
+	}); err != nil {
+		return fmt.Errorf("creating node Leases: %w", err)
+	}
+	say("created %d namespaces, %d groups, %d node Leases; creating %d pods", len(w.namespaces), len(w.groups), len(w.nodes), len(w.pods))
+	var created atomic.Int64
+	start := time.Now()
+	return parallel(ctx, len(w.pods), workers, func(i int) error {
+		p := w.pods[i]
+		status := p.Status
+		if err := c.Create(ctx, p); err != nil {
+			return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		p.Status = status
+		if err := c.Status().Update(ctx, p); err != nil {
+			return fmt.Errorf("writing the status of pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if n := created.Add(1); n%1000 == 0 || int(n) == len(w.pods) {
+			rate := float64(n) / time.Since(start).Seconds()
+			say("pods: %d of %d (%.0f a second)", n, len(w.pods), rate)
+		}
+		return nil
+	})
+}
+
+// parallel runs fn(0..n-1) on workers goroutines and returns the first error; it stops handing out work
+// after an error or once ctx ends.
+func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
+	var next atomic.Int64
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					next.Store(int64(n))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// kubelets renew the nodes' Leases as kubelets do, every quarter of the duration, spread over the
+// interval; a node can be stopped, as a node that is lost.
+type kubelets struct {
+	stopped sync.Map // node name → struct{}
+}
+
+func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubelets {
+	k := &kubelets{}
+	interval := kubeletLeaseSeconds * time.Second / 4
+	for i, node := range nodes {
+		go func() {
+			// Spread the renewals as kubelets started at different times would.
+			if sleep(ctx, time.Duration(i)*interval/time.Duration(len(nodes))) != nil {
+				return
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				if _, stopped := k.stopped.Load(node); !stopped {
+					var l coordinationv1.Lease
+					if err := c.Get(ctx, client.ObjectKey{Namespace: nodeLeaseNamespace, Name: node}, &l); err == nil {
+						now := metav1.NowMicro()
+						l.Spec.RenewTime = &now
+						_ = c.Update(ctx, &l)
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	return k
+}
+
+func (k *kubelets) stop(node string) { k.stopped.Store(node, struct{}{}) }
+
+// awaitEveryQueueRead waits until each of the world's queues has exactly one reader by the members' own
+// records, with a progress line every 10 s.
+func awaitEveryQueueRead(ctx context.Context, own *testenv.Ownership, queues int, say func(string, ...any)) error {
+	const limit = 10 * time.Minute
+	deadline := time.Now().Add(limit)
+	lastSay := time.Now()
+	for {
+		read := own.ReadQueues()
+		if read == queues {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v, %d of %d queues have a reader", limit, read, queues)
+		}
+		if time.Since(lastSay) > 10*time.Second {
+			say("queues read: %d of %d", read, queues)
+			lastSay = time.Now()
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// recovery is how a cut-off node's queues found new readers.
+type recovery struct {
+	queues   int
+	longest  time.Duration
+	complete bool
+}
+
+// cutNode stops node n's kubelet and cuts its members off the API server, as a lost or partitioned node,
+// and waits until every queue its members read has a reader elsewhere, or o.recoveryLimit.
+func cutNode(ctx context.Context, k *kubelets, own *testenv.Ownership, members []*testenv.SimMember, w world, n int, o options) (recovery, error) {
+	cutReaders := map[string]bool{}
+	var onNode []*testenv.SimMember
+	for i, m := range members {
+		if i%len(w.nodes) == n {
+			cutReaders[m.Reader()] = true
+			onNode = append(onNode, m)
+		}
+	}
+	waiting := map[allocate.Queue]bool{}
+	for _, m := range onNode {
+		for _, q := range own.Reading(m.Reader()) {
+			waiting[q] = true
+		}
+	}
+	rec := recovery{queues: len(waiting)}
+	if len(waiting) == 0 {
+		return rec, fmt.Errorf("the members of %s read no queue: nothing to recover", w.nodes[n])
+	}
+	var mu sync.Mutex
+	var cutAt time.Time
+	own.Observe(func(reader string, queues []allocate.Queue) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cutAt.IsZero() || cutReaders[reader] {
+			return
+		}
+		for _, q := range queues {
+			if waiting[q] {
+				delete(waiting, q)
+				rec.longest = max(rec.longest, time.Since(cutAt))
+			}
+		}
+	})
+	mu.Lock()
+	cutAt = time.Now()
+	k.stop(w.nodes[n])
+	for _, m := range onNode {
+		m.Partition(true)
+	}
+	mu.Unlock()
+	deadline := cutAt.Add(o.recoveryLimit)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		left := len(waiting)
+		mu.Unlock()
+		if left == 0 {
+			rec.complete = true
+			return rec, nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return rec, err
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	rec.longest = o.recoveryLimit
+	return rec, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
