@@ -3,17 +3,21 @@ package controllers
 import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // CacheByObject restricts the manager's cache to what the reconciler reads: the ConfigMaps the operator
-// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), and pods
-// stripped of the fields it never looks at.
+// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), pods
+// stripped of the fields it never looks at, and nodes of their zone alone. Every other object is cached
+// without its managed fields (CacheDefaultTransform).
 func CacheByObject() map[client.Object]cache.ByObject {
 	memberLease, err := labels.NewRequirement(protocol.GroupLabel, selection.Exists, nil)
 	if err != nil {
@@ -23,7 +27,30 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{protocol.ManagedByLabel: protocol.ManagedByValue})},
 		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
 		&corev1.Pod{}:           {Transform: StripPod},
+		&corev1.Node{}:          {Transform: stripNode},
 	}
+}
+
+// CacheDefaultTransform strips the managed fields of what the cache holds: the operator never reads them,
+// and on a member's Lease, renewed every 20 s by its member and annotated by the operator, they are often
+// larger than the rest of the object.
+func CacheDefaultTransform() toolscache.TransformFunc { return cache.TransformStripManagedFields() }
+
+// stripNode keeps of a node what the operator reads: its name and its zone label. A node's status (its
+// images, addresses, conditions) runs to kilobytes, and a cluster has one for every 30 pods or so.
+func stripNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	stripped := &corev1.Node{
+		TypeMeta:   node.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
+	}
+	if zone, ok := node.Labels[plan.ZoneLabel]; ok {
+		stripped.Labels = map[string]string{plan.ZoneLabel: zone}
+	}
+	return stripped, nil
 }
 
 // StripPod is a cache transform that keeps of a pod only what membership, identity, zone, weight and the

@@ -64,6 +64,8 @@ type options struct {
 	// with an error rather than let the kernel kill the API server, etcd or the operator.
 	minAvailableMemory int64
 	workers            int
+	// heapProfile is where to write the operator's heap profile at the end of the window; none when empty.
+	heapProfile string
 }
 
 func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
@@ -79,6 +81,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.format, "format", "text", "Output: text or json.")
 	fs.Int64Var(&o.minAvailableMemory, "min-available-memory", 1<<30, "Bytes of memory that must stay available (MemAvailable); below, the run stops with an error.")
 	fs.IntVar(&o.workers, "workers", 16, "Goroutines creating objects.")
+	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,25 +25,31 @@ import (
 
 // operatorProcess is the operator running as its own process, as in a cluster.
 type operatorProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{}
+	cmd       *exec.Cmd
+	logPath   string
+	pprofAddr string
+	exited    chan struct{}
 }
 
 func startOperator(bin, kubeconfig, logPath string) (*operatorProcess, error) {
+	pprofAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	// No metrics endpoint and probes on a port of the kernel's choosing: the run reads the API server's
-	// metrics and the process's memory, nothing the operator serves.
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	// metrics and the process's memory; its heap profile when asked to.
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--pprof-bind-address", pprofAddr)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, err
 	}
-	p := &operatorProcess{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &operatorProcess{cmd: cmd, logPath: logPath, pprofAddr: pprofAddr, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
@@ -57,6 +65,41 @@ func (p *operatorProcess) kill() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// saveHeapProfile writes the operator's heap profile (go tool pprof reads it) to path.
+func (p *operatorProcess) saveHeapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the operator's heap profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the operator's heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// freeLoopbackAddr is a loopback address with a port nobody listens on now.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
 }
 
 // memory reads the process's resident set size now (VmRSS) and at its peak (VmHWM), in bytes.

@@ -162,6 +162,11 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return res, err
 	}
+	if o.heapProfile != "" {
+		if err := op.saveHeapProfile(ctx, o.heapProfile); err != nil {
+			return res, err
+		}
+	}
 	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(len(w.pods))
 	res.Load = loadAverage()
 	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
@@ -249,11 +254,20 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 	}
 	now := metav1.NowMicro()
 	if err := parallel(ctx, len(w.nodes), workers, func(i int) error {
+		n := node(w.nodes[i], i)
+		status := n.Status
+		if err := c.Create(ctx, n); err != nil {
+			return err
+		}
+		n.Status = status
+		if err := c.Status().Update(ctx, n); err != nil {
+			return err
+		}
 		return c.Create(ctx, nodeLease(w.nodes[i], now))
 	}); err != nil {
-		return fmt.Errorf("creating node Leases: %w", err)
+		return fmt.Errorf("creating nodes: %w", err)
 	}
-	say("created %d namespaces, %d groups, %d node Leases; creating %d pods", len(w.namespaces), len(w.groups), len(w.nodes), len(w.pods))
+	say("created %d namespaces, %d groups, %d nodes and their Leases; creating %d pods", len(w.namespaces), len(w.groups), len(w.nodes), len(w.pods))
 	var created atomic.Int64
 	start := time.Now()
 	return parallel(ctx, len(w.pods), workers, func(i int) error {

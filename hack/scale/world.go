@@ -70,3 +70,28 @@ func nodeLease(node string, now metav1.MicroTime) *coordinationv1.Lease {
 		},
 	}
 }
+
+// node is a node as a kubelet reports it, with the labels, conditions, addresses and image list that make
+// a real Node object several kilobytes: the operator watches nodes for their zone, and what it keeps of
+// them counts in its memory.
+func node(name string, i int) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"node.kubernetes.io/instance-type": "m7i.2xlarge", corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%3),
+		corev1.LabelTopologyRegion: "region-1",
+	}}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}}
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + string(t), Message: "kubelet has sufficient resources"})
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)}, {Type: corev1.NodeHostName, Address: name}}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", ContainerRuntimeVersion: "containerd://2.1.4", OSImage: "Debian GNU/Linux 13 (trixie)", KernelVersion: "6.12.48", OperatingSystem: "linux", Architecture: "amd64"}
+	for k := range 30 {
+		digest := fmt.Sprintf("%064x", k*7919+1)
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("registry.example.com/team-%d/service-%d@sha256:%s", k%7, k, digest), fmt.Sprintf("registry.example.com/team-%d/service-%d:v1.%d.0", k%7, k, k)},
+			SizeBytes: int64(50+k) << 20,
+		})
+	}
+	return n
+}

@@ -32,7 +32,8 @@ func Scheme() *runtime.Scheme { return scheme.New() }
 // namespaces is a comma-separated list of namespaces to watch; empty watches all of them.
 func Options(metricsAddr, probeAddr string, leaderElect bool, leaderElectNS, namespaces string) ctrl.Options {
 	cacheOpts := cache.Options{
-		ByObject: controllers.CacheByObject(),
+		ByObject:         controllers.CacheByObject(),
+		DefaultTransform: controllers.CacheDefaultTransform(),
 	}
 	if namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
