@@ -59,12 +59,8 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	}
 
 	say("building the control plane's binaries and the operator")
-	assets, err := controlPlaneBinaries(ctx, root)
+	assets, operatorBin, err := buildBinaries(ctx, root, work)
 	if err != nil {
-		return res, failed(err)
-	}
-	operatorBin := filepath.Join(work, "manager")
-	if err := goBuild(ctx, root, operatorBin, "."); err != nil {
 		return res, failed(err)
 	}
 	say("starting etcd and kube-apiserver")
@@ -78,24 +74,9 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		return res, fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() { _ = env.Stop() }()
-	cfg = rest.CopyConfig(cfg)
-	// Setup is not what is measured: no client-side limit on the objects this program creates.
-	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	// Every request this program sends in place of kubelets or to set up is counted, so that the API
-	// server's count can be told apart from the operator's and the members'.
+	cfg = unlimited(cfg)
 	var own atomic.Int64
-	adminCfg := countRequests(cfg, &own)
-	c, err := client.New(adminCfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		return res, err
-	}
-	// The API server's metrics are read with a client this program does not count: /metrics is no
-	// resource, and the API server's count leaves it out too.
-	metricsClient, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return res, err
-	}
-	kubeconfig, err := adminKubeconfig(env, work)
+	c, metricsClient, kubeconfig, err := clients(env, cfg, &own, work)
 	if err != nil {
 		return res, err
 	}
@@ -114,9 +95,19 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	}
 	say("operator with nothing to serve: RSS %.1f MiB", float64(res.OperatorBaselineRSSBytes)/(1<<20))
 
+	if err := serveAndMeasure(ctx, o, w, c, cfg, op, metricsClient, &own, &res, say, failed); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// serveAndMeasure creates w, runs its members, and measures the steady window and a lost node into res.
+func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, cfg *rest.Config, op *operatorProcess, metricsClient kubernetes.Interface,
+	own *atomic.Int64, res *result, say func(string, ...any), failed func(error) error,
+) error {
 	start := time.Now()
 	if err := createWorld(ctx, c, w, o.workers, say); err != nil {
-		return res, failed(err)
+		return failed(err)
 	}
 	kubelets := startKubelets(ctx, c, w.nodes)
 	res.SetupSeconds = time.Since(start).Seconds()
@@ -129,45 +120,24 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	for i, p := range w.pods {
 		m, err := testenv.RunMember(memberCfg, w.groups[i/o.podsPerGroup].Name, p, ownership, testenv.MemberOptions{})
 		if err != nil {
-			return res, err
+			return err
 		}
 		members[i] = m
 		defer m.Stop()
 	}
 	readStart := time.Now()
 	if err := awaitEveryQueueRead(ctx, ownership, res.Queues, say); err != nil {
-		return res, failed(fmt.Errorf("%w (operator log: %s)", err, op.logPath))
+		return failed(fmt.Errorf("%w (operator log: %s)", err, op.logPath))
 	}
 	res.ReadSeconds = time.Since(readStart).Seconds()
 
 	say("every queue has its reader; settling for %v, then counting requests for %v", o.settle, o.window)
 	if err := sleep(ctx, o.settle); err != nil {
-		return res, failed(err)
+		return failed(err)
 	}
-	before, err := apiRequests(ctx, metricsClient)
-	if err != nil {
-		return res, err
+	if err := measureWindow(ctx, o, op, metricsClient, own, res); err != nil {
+		return failed(err)
 	}
-	ownBefore, windowStart := own.Load(), time.Now()
-	if err := sleep(ctx, o.window); err != nil {
-		return res, failed(err)
-	}
-	after, err := apiRequests(ctx, metricsClient)
-	if err != nil {
-		return res, err
-	}
-	elapsed := time.Since(windowStart).Seconds()
-	res.WindowSeconds = elapsed
-	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), elapsed, len(w.pods))
-	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
-		return res, err
-	}
-	if o.heapProfile != "" {
-		if err := op.saveHeapProfile(ctx, o.heapProfile); err != nil {
-			return res, err
-		}
-	}
-	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(len(w.pods))
 	res.Load = loadAverage()
 	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
 
@@ -175,7 +145,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	say("cutting off %s", w.nodes[cut])
 	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
 	if err != nil {
-		return res, failed(err)
+		return failed(err)
 	}
 	res.RecoveryMaxSeconds, res.RecoveredQueues, res.Recovered = rec.longest.Seconds(), rec.queues, rec.complete
 	res.Overlaps = len(ownership.Violations())
@@ -183,9 +153,73 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		say("read twice: %s", v)
 	}
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
-		return res, err
+		return err
 	}
-	return res, nil
+	return nil
+}
+
+// unlimited is cfg without a client-side rate limit: setup is not what is measured.
+func unlimited(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	return cfg
+}
+
+// buildBinaries builds (or finds cached) etcd and kube-apiserver, and builds the operator into work.
+func buildBinaries(ctx context.Context, root, work string) (assets, operatorBin string, err error) {
+	if assets, err = controlPlaneBinaries(ctx, root); err != nil {
+		return "", "", err
+	}
+	operatorBin = filepath.Join(work, "manager")
+	return assets, operatorBin, goBuild(ctx, root, operatorBin, ".")
+}
+
+// clients are this program's client, every request of which is counted in own, so that the API server's
+// count can be told apart from the operator's and the members'; a client of the API server's metrics
+// that is not counted (/metrics is no resource, and the API server's count leaves it out too); and a
+// kubeconfig for the operator.
+func clients(env *envtest.Environment, cfg *rest.Config, own *atomic.Int64, work string) (client.Client, kubernetes.Interface, string, error) {
+	c, err := client.New(countRequests(cfg, own), client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	metricsClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	kubeconfig, err := adminKubeconfig(env, work)
+	return c, metricsClient, kubeconfig, err
+}
+
+// measureWindow counts the API server's requests over o.window, less own's, and reads the operator's
+// memory at its end (and its heap profile when asked), into res.
+func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsClient kubernetes.Interface, own *atomic.Int64, res *result) error {
+	pods := res.Pods
+	before, err := apiRequests(ctx, metricsClient)
+	if err != nil {
+		return err
+	}
+	ownBefore, windowStart := own.Load(), time.Now()
+	if err := sleep(ctx, o.window); err != nil {
+		return err
+	}
+	after, err := apiRequests(ctx, metricsClient)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(windowStart).Seconds()
+	res.WindowSeconds = elapsed
+	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), elapsed, pods)
+	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
+		return err
+	}
+	if o.heapProfile != "" {
+		if err := op.saveHeapProfile(ctx, o.heapProfile); err != nil {
+			return err
+		}
+	}
+	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(pods)
+	return nil
 }
 
 // moduleRoot is the directory of this module's go.mod.
