@@ -256,16 +256,3 @@ func watchRoom(ctx context.Context, minAvailable int64, cancel context.CancelCau
 		}
 	}
 }
-
-// loadAverage is the machine's load average as /proc/loadavg gives it ("1.02 0.87 0.66").
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}

@@ -138,7 +138,7 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	if err := measureWindow(ctx, o, op, metricsClient, own, res); err != nil {
 		return failed(err)
 	}
-	res.Load = loadAverage()
+	res.Load = testenv.LoadAverage()
 	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
 
 	const cut = 0
@@ -281,13 +281,13 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
 	}
-	if err := parallel(ctx, len(w.groups), workers, func(i int) error {
+	if err := testenv.Parallel(ctx, len(w.groups), workers, func(i int) error {
 		return c.Create(ctx, w.groups[i].DeepCopy())
 	}); err != nil {
 		return fmt.Errorf("creating groups: %w", err)
 	}
 	now := metav1.NowMicro()
-	if err := parallel(ctx, len(w.nodes), workers, func(i int) error {
+	if err := testenv.Parallel(ctx, len(w.nodes), workers, func(i int) error {
 		n := node(w.nodes[i], i)
 		status := n.Status
 		if err := c.Create(ctx, n); err != nil {
@@ -304,7 +304,7 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 	say("created %d namespaces, %d groups, %d nodes and their Leases; creating %d pods", len(w.namespaces), len(w.groups), len(w.nodes), len(w.pods))
 	var created atomic.Int64
 	start := time.Now()
-	return parallel(ctx, len(w.pods), workers, func(i int) error {
+	return testenv.Parallel(ctx, len(w.pods), workers, func(i int) error {
 		p := w.pods[i]
 		status := p.Status
 		if err := c.Create(ctx, p); err != nil {
@@ -320,34 +320,6 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 		}
 		return nil
 	})
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error; it stops handing out work
-// after an error or once ctx ends.
-func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					next.Store(int64(n))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
 }
 
 // kubelets renew the nodes' Leases as kubelets do, every quarter of the duration, spread over the

@@ -13,9 +13,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 )
 
 // moduleRoot is the repository root, relative to this package's directory (go test's working directory).
@@ -119,49 +117,9 @@ func (c *cluster) setPodReady(ctx context.Context, p *corev1.Pod, ready bool) er
 // requests each) would take minutes of round trips on their own.
 func (c *cluster) createPods(tb testing.TB, pods []*corev1.Pod) {
 	tb.Helper()
-	must(tb, parallel(len(pods), 16, func(i int) error {
+	must(tb, testenv.Parallel(context.Background(), len(pods), 16, func(i int) error {
 		return c.createPod(context.Background(), pods[i], true)
 	}))
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error; it stops handing out
-// work after an error.
-func parallel(n, workers int, fn func(i int) error) error {
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					failed.Store(true)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// load is the machine's load average as /proc/loadavg gives it ("1.02 0.87 0.66"), recorded with every
-// figure: the machine has 2 cores and other jobs may share them.
-func load() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func must(tb testing.TB, err error) {

@@ -58,7 +58,7 @@ func TestLargeGroup(t *testing.T) {
 			joiner := lg.newPod("joiner-0")
 			took, p := lg.join(t, joiner)
 			t.Logf("%s: join of member %d published in %s (%d ConfigMaps: %d shards; %d bytes of data, generation %d; load %s)",
-				strategy, len(lg.members)+1, took.Round(time.Millisecond), p.configMaps, p.shards, p.bytes, p.generation, load())
+				strategy, len(lg.members)+1, took.Round(time.Millisecond), p.configMaps, p.shards, p.bytes, p.generation, testenv.LoadAverage())
 
 			// Read back from the API server, not from the watch that timed the join.
 			members := append(slices.Clone(lg.members), joiner.Name)
@@ -69,7 +69,7 @@ func TestLargeGroup(t *testing.T) {
 			}
 			lg.checkMembersRead(t, p, append(sample(lg.pods, memberSample-1), joiner))
 			if took > largeJoinTarget {
-				t.Errorf("the join took %s to publish; the target is %s (load %s)", took.Round(time.Millisecond), largeJoinTarget, load())
+				t.Errorf("the join took %s to publish; the target is %s (load %s)", took.Round(time.Millisecond), largeJoinTarget, testenv.LoadAverage())
 			}
 		})
 	}
@@ -96,7 +96,7 @@ func BenchmarkLargeGroupRebalance(b *testing.B) {
 				total += took
 				worst = max(worst, took)
 				n++
-				b.Logf("join %d: %s, %d shards, %d bytes (load %s)", n, took.Round(time.Millisecond), p.shards, p.bytes, load())
+				b.Logf("join %d: %s, %d shards, %d bytes (load %s)", n, took.Round(time.Millisecond), p.shards, p.bytes, testenv.LoadAverage())
 				lg.leave(b, joiner)
 				b.StartTimer()
 			}
@@ -160,7 +160,7 @@ func setupLargeGroup(tb testing.TB, strategy v1alpha1.StrategyType) *largeGroup 
 		return err
 	})
 	tb.Logf("%s: %d pods created in %s; all %d members assigned %s after the first pod (load %s)",
-		strategy, largeMembers, created.Round(time.Millisecond), largeMembers, time.Since(start).Round(time.Millisecond), load())
+		strategy, largeMembers, created.Round(time.Millisecond), largeMembers, time.Since(start).Round(time.Millisecond), testenv.LoadAverage())
 	return lg
 }
 

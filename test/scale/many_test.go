@@ -72,7 +72,7 @@ func TestManyGroups(t *testing.T) {
 	}
 	if f.restart > manyRestartTarget {
 		t.Errorf("after a restart the operator took %s to reconcile %d groups; the target is %s (load %s)",
-			f.restart.Round(time.Millisecond), manyGroups, manyRestartTarget, load())
+			f.restart.Round(time.Millisecond), manyGroups, manyRestartTarget, testenv.LoadAverage())
 	}
 	if len(f.changed) > 0 {
 		t.Errorf("the restarted operator changed %d objects that were up to date: %s", len(f.changed), strings.Join(first(f.changed, 20), ", "))
@@ -129,19 +129,19 @@ func runManyGroups(tb testing.TB) manyFigures {
 			pods = append(pods, memberPod(ns, fmt.Sprintf("%s-%d", name, j), name))
 		}
 	}
-	must(tb, parallel(len(groups), 8, func(i int) error { return c.client.Create(context.Background(), groups[i]) }))
+	must(tb, testenv.Parallel(context.Background(), len(groups), 8, func(i int) error { return c.client.Create(context.Background(), groups[i]) }))
 	c.createPods(tb, pods)
 	f.setup = time.Since(start)
-	tb.Logf("created %d groups and %d pods in %s (load %s)", len(groups), len(pods), f.setup.Round(time.Millisecond), load())
+	tb.Logf("created %d groups and %d pods in %s (load %s)", len(groups), len(pods), f.setup.Round(time.Millisecond), testenv.LoadAverage())
 
 	start = time.Now()
 	op := startOperator(tb, bin, kubeconfig, logPath)
 	waitAllReady(tb, c, manyReadyTimeout)
 	f.ready = time.Since(start)
-	tb.Logf("first operator: all %d groups Ready %s after it started (load %s)", manyGroups, f.ready.Round(time.Millisecond), load())
+	tb.Logf("first operator: all %d groups Ready %s after it started (load %s)", manyGroups, f.ready.Round(time.Millisecond), testenv.LoadAverage())
 	time.Sleep(settleTime)
 	f.rss, f.hwm = op.memory(tb)
-	tb.Logf("first operator, settled: RSS %s, peak RSS %s (load %s)", mib(f.rss), mib(f.hwm), load())
+	tb.Logf("first operator, settled: RSS %s, peak RSS %s (load %s)", mib(f.rss), mib(f.hwm), testenv.LoadAverage())
 	op.stop(tb)
 
 	before := resourceVersions(tb, c)
@@ -176,7 +176,7 @@ func runManyGroups(tb testing.TB) manyFigures {
 	f.restart = time.Since(start)
 	f.restartRSS, f.restartHWM = op.memory(tb)
 	tb.Logf("second operator: %v reconciles, queue empty, %s after it started; RSS %s, peak RSS %s (load %s)",
-		f.reconciles, f.restart.Round(time.Millisecond), mib(f.restartRSS), mib(f.restartHWM), load())
+		f.reconciles, f.restart.Round(time.Millisecond), mib(f.restartRSS), mib(f.restartHWM), testenv.LoadAverage())
 
 	// A write would land during the pass that decided it; the pause covers the API round trip.
 	time.Sleep(2 * time.Second)
