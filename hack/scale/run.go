@@ -306,12 +306,10 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 	start := time.Now()
 	return testenv.Parallel(ctx, len(w.pods), workers, func(i int) error {
 		p := w.pods[i]
-		status := p.Status
 		if err := c.Create(ctx, p); err != nil {
 			return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		p.Status = status
-		if err := c.Status().Update(ctx, p); err != nil {
+		if err := testenv.MarkRunning(ctx, c, p, true); err != nil {
 			return fmt.Errorf("writing the status of pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		if n := created.Add(1); n%1000 == 0 || int(n) == len(w.pods) {
@@ -397,8 +395,8 @@ type recovery struct {
 func cutNode(ctx context.Context, k *kubelets, own *testenv.Ownership, members []*testenv.SimMember, w world, n int, o options) (recovery, error) {
 	cutReaders := map[string]bool{}
 	var onNode []*testenv.SimMember
-	for i, m := range members {
-		if i%len(w.nodes) == n {
+	for _, m := range members {
+		if m.Pod.Spec.NodeName == w.nodes[n] {
 			cutReaders[m.Reader()] = true
 			onNode = append(onNode, m)
 		}
