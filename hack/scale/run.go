@@ -152,7 +152,8 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	for _, v := range ownership.Violations() {
 		say("read twice: %s", v)
 	}
-	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
+	// The RSS stays the window's, which OperatorBytesPerPod was computed from; the peak covers the recovery.
+	if _, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return err
 	}
 	return nil
@@ -194,7 +195,6 @@ func clients(env *envtest.Environment, cfg *rest.Config, own *atomic.Int64, work
 // measureWindow counts the API server's requests over o.window, less own's, and reads the operator's
 // memory at its end (and its heap profile when asked), into res.
 func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsClient kubernetes.Interface, own *atomic.Int64, res *result) error {
-	pods := res.Pods
 	before, err := apiRequests(ctx, metricsClient)
 	if err != nil {
 		return err
@@ -207,9 +207,8 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	if err != nil {
 		return err
 	}
-	elapsed := time.Since(windowStart).Seconds()
-	res.WindowSeconds = elapsed
-	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), elapsed, pods)
+	res.WindowSeconds = time.Since(windowStart).Seconds()
+	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), res.WindowSeconds, res.Pods)
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return err
 	}
@@ -218,7 +217,7 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 			return err
 		}
 	}
-	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(pods)
+	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(res.Pods)
 	return nil
 }
 
