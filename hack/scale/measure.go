@@ -117,7 +117,8 @@ func (p *operatorProcess) memory() (rss, hwm int64, err error) {
 	if kb["VmRSS:"] == 0 || kb["VmHWM:"] == 0 {
 		return 0, 0, fmt.Errorf("no VmRSS or VmHWM in /proc/%d/status", p.cmd.Process.Pid)
 	}
-	return kb["VmRSS:"] << 10, kb["VmHWM:"] << 10, nil
+	// The kernel updates VmHWM lazily: a moment's VmRSS can be above it.
+	return kb["VmRSS:"] << 10, max(kb["VmHWM:"], kb["VmRSS:"]) << 10, nil
 }
 
 // procFields reads the "<name> <number> kB" lines of a /proc file (status, meminfo) that names asks for.
