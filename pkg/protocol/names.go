@@ -85,8 +85,11 @@ const leaseNameHashLength = 10
 // hash of the full name is appended so that distinct members keep distinct Leases. Every incarnation of a
 // pod name shares the name: a new pod takes the Lease over only once the claim of the previous one no
 // longer stands (see Stands).
-func LeaseName(group, pod string) string {
-	name := group + "." + pod
+func LeaseName(group, pod string) string { return boundedName(group + "." + pod) }
+
+// boundedName is name when it is a short enough object name, else its first characters and a hash of
+// the whole, so that distinct long names stay distinct.
+func boundedName(name string) string {
 	if len(name) <= maxNameLength {
 		return name
 	}
