@@ -28,11 +28,13 @@ type config struct {
 	leaderElect   bool
 	leaderElectNS string
 	namespaces    string
-	maxClockSkew  time.Duration
-	nameServers   manager.NameServerFlags
-	election      manager.LeaderElectionTimings
-	clientLimit   manager.ClientRateLimit
-	zap           zap.Options
+	// nodeViewsNamespace is where the node views are kept; empty keeps none.
+	nodeViewsNamespace string
+	maxClockSkew       time.Duration
+	nameServers        manager.NameServerFlags
+	election           manager.LeaderElectionTimings
+	clientLimit        manager.ClientRateLimit
+	zap                zap.Options
 }
 
 // parseFlags reads args (without the command's name) into a config.
@@ -62,6 +64,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", manager.DefaultLeaderElection.RetryPeriod,
 		"How often the leader renews and standbys try to acquire; a leader that stops on SIGTERM releases its Lease, and a standby takes over within about this long.")
 	fs.StringVar(&c.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces.")
+	fs.StringVar(&c.nodeViewsNamespace, "node-views-namespace", "",
+		"Keep node views in this namespace (the operator's own), for node agents to confirm their members' views with one read a node (docs/protocol.md, node mode). "+
+			"Empty, the default, keeps none: every member confirms its own view.")
 	fs.DurationVar(&c.maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
 		"How far the clocks of member pods and of the operator may differ; a claim stands this much past its Lease's duration.")
 	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
@@ -111,7 +116,11 @@ func main() {
 	setupLog := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
-	mgrOpts := manager.Options(c.metrics.BindAddress, c.probeAddr, c.leaderElect, c.leaderElectNS, c.namespaces)
+	namespaces := c.namespaces
+	if namespaces != "" && c.nodeViewsNamespace != "" {
+		namespaces += "," + c.nodeViewsNamespace // the node views are read through the cache too
+	}
+	mgrOpts := manager.Options(c.metrics.BindAddress, c.probeAddr, c.leaderElect, c.leaderElectNS, namespaces)
 	c.election.Apply(&mgrOpts)
 	c.metrics.Apply(&mgrOpts)
 	mgrOpts.PprofBindAddress = c.pprofAddr
@@ -125,7 +134,7 @@ func main() {
 		setupLog.Error(err, "Invalid --inline-name-server-cidrs")
 		os.Exit(2)
 	}
-	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers}); err != nil {
+	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace}); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

@@ -51,12 +51,18 @@ type ConsumerGroupReconciler struct {
 	// NodeLeaseNamespace is where the kubelets renew their nodes' Leases (corev1.NamespaceNodeLease); the
 	// operator watches them to find members on lost nodes (nodeleases.go). Empty turns that off.
 	NodeLeaseNamespace string
+	// NodeViewsNamespace is where the operator keeps the node views that node agents confirm members'
+	// views from (nodeviews.go, docs/protocol.md node mode): the operator's own namespace. Empty turns
+	// node views off; members then confirm their views themselves.
+	NodeViewsNamespace string
 
 	// memory is what the reconciler keeps of each group between passes: its strategy, the sightings of
 	// its Leases, the handoffs its metrics time, its quick retries.
 	memory memory
 	// nodeLeases times the kubelets' node Lease renewals on the operator's clock.
 	nodeLeases observe.NodeLeaseSightings
+	// nodeViews keeps the node views; nil without NodeViewsNamespace.
+	nodeViews *nodeViews
 }
 
 // observer reads a pass's world through the cache, with the operator's sightings of the Leases.
@@ -90,6 +96,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// recorded in the status (routeDiscovery).
 	topo := plan.TopologyOf(group, group.Status.Routes)
 	obs, err := r.observer().Observe(ctx, group, topo, now)
+	if err == nil && r.nodeViews != nil {
+		obs.NodeViews, err = r.nodeViews.seen(ctx, req.NamespacedName)
+	}
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
@@ -115,6 +124,10 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
+	linesChanged, err := r.syncNodeViews(ctx, group, obs, d)
+	if err != nil {
+		return r.retry(ctx, req.NamespacedName, "node views", err)
+	}
 	if d.Report.Rebalance.Published {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.Report.Generation,
 			"members", len(d.Report.Members), "queues", d.Report.QueueCount, "moved", d.Report.Rebalance.Moved, "objects", len(d.Write.ConfigMaps))
@@ -126,7 +139,26 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	r.emitEvents(group, oldStatus, d)
 	recordMetrics(&r.memory, group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
-	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	// Promises wait on the node views too: what the pass just learnt of them is counted by the next.
+	requeue := d.RequeueAfter
+	if linesChanged && (requeue <= 0 || requeue > conflictRetry) {
+		requeue = conflictRetry
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// syncNodeViews writes the group's lines in the node views after its assignment: each node its pods run
+// on gets one, raised to the generation in force before the promises the bookkeeping waits on count.
+// It reports whether it changed what the operator knows of them while a promise waits on them.
+func (r *ConsumerGroupReconciler) syncNodeViews(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, d *plan.Decision) (bool, error) {
+	if r.nodeViews == nil {
+		return false, nil
+	}
+	var firstWritten int64
+	r.memory.WithSightings(client.ObjectKeyFromObject(group), r.Clock.Now(), func(s *observe.Sightings) { firstWritten = s.FirstWrittenGeneration() })
+	need := plan.NodeLinesMustSee(d.Report.Assignment.Bookkeeping, firstWritten)
+	changed, err := r.nodeViews.sync(ctx, &group.ObjectMeta, obs.Pods, d.Report.Generation, need)
+	return changed && need > 0, err
 }
 
 // liveGroup reads the group key names. When it is gone or being deleted, forget drops what a controller
@@ -227,6 +259,9 @@ func (c *retryCounts) reset(group types.NamespacedName) {
 // forget drops what the reconciler keeps in memory of a group that is gone.
 func (r *ConsumerGroupReconciler) forget(group types.NamespacedName) {
 	r.memory.forget(group)
+	if r.nodeViews != nil {
+		r.nodeViews.forget(group)
+	}
 	forgetMetrics(group)
 }
 

@@ -73,6 +73,15 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
+	if r.NodeViewsNamespace != "" {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, nodeViewGroupIndex, nodeViewGroups); err != nil {
+			return err
+		}
+		r.nodeViews = newNodeViews(r.Client, r.APIReader, r.NodeViewsNamespace, r.Clock)
+		b = b.Watches(&corev1.ConfigMap{}, nodeViewLinesLost(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.NodeViewsNamespace && o.GetLabels()[protocol.NodeViewLabel] == "true"
+		})))
+	}
 	if r.NodeLeaseNamespace != "" {
 		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
 		if err != nil {

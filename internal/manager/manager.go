@@ -93,6 +93,9 @@ type Settings struct {
 	// NameServers is where groups may read routes from; the zero value lets them read from
 	// ClusterNameServers only.
 	NameServers controllers.NameServerPolicy
+	// NodeViewsNamespace is where the operator keeps the node views node agents read (docs/protocol.md,
+	// node mode); empty keeps none.
+	NodeViewsNamespace string
 }
 
 // Setup registers the controller and the health checks with mgr.
@@ -110,6 +113,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
 		NameServers:  s.NameServers,
 		// The kubelets' node Leases tell of lost nodes long before the nodes turn NotReady.
 		NodeLeaseNamespace: corev1.NamespaceNodeLease,
+		NodeViewsNamespace: s.NodeViewsNamespace,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

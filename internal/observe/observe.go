@@ -143,7 +143,7 @@ func (o Observer) observeLeases(ctx context.Context, group *v1alpha1.ConsumerGro
 			s.sawPublished(obs.Published.Generation, o.Clock.Now())
 		}
 		obs.Publications = slices.Clone(s.published)
-		obs.FirstWrittenAt = s.firstWritten
+		obs.FirstWrittenAt, obs.FirstWrittenGeneration = s.firstWritten, s.firstWrittenGeneration
 	})
 	return nil
 }

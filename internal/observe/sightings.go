@@ -44,9 +44,10 @@ type Sightings struct {
 	// published are the generations this operator knows were published, each with the time it first
 	// knew (publications).
 	published plan.Publications
-	// firstWritten is when this operator's own first write of a generation returned, zero before: what it
-	// wrote gave nothing to a pod it never saw.
-	firstWritten time.Time
+	// firstWritten is when this operator's own first write of a generation returned, zero before, and
+	// firstWrittenGeneration that generation: what it wrote gave nothing to a pod it never saw.
+	firstWritten           time.Time
+	firstWrittenGeneration int64
 	// restarts are the container restarts of the group's pods, by pod UID (restarts.go).
 	restarts map[types.UID]restartSighting
 }
@@ -84,9 +85,13 @@ func (g *Sightings) sawPublished(generation int64, now time.Time) {
 func (g *Sightings) Wrote(generation int64, now time.Time) {
 	g.sawPublished(generation, now)
 	if g.firstWritten.IsZero() {
-		g.firstWritten = now
+		g.firstWritten, g.firstWrittenGeneration = now, generation
 	}
 }
+
+// FirstWrittenGeneration is the generation of this operator's own first write of the group's
+// assignment; 0 before it returned.
+func (g *Sightings) FirstWrittenGeneration() int64 { return g.firstWrittenGeneration }
 
 // sighting is what the operator saw of one Lease.
 type sighting struct {

@@ -291,8 +291,11 @@ func (dc *decider) unseenDeadline(longest, promise time.Duration, promising bool
 	}
 	unseenUntil := dc.obs.SightedSince.Add(longest + dc.env.MaxSkew)
 	// A pod that keeps its promise reads nothing a promise after an assignment that gives it nothing was
-	// published: this operator's first write gave nothing to a pod it never saw.
-	if at := dc.obs.FirstWrittenAt; promising && promise > 0 && !at.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
+	// published: this operator's first write gave nothing to a pod it never saw. With node views, only
+	// once every line of the group asks for that generation, as for any promise (promiseKept).
+	at := dc.obs.FirstWrittenAt
+	asked, linesOK := dc.obs.NodeViews.KnownSince(dc.obs.FirstWrittenGeneration)
+	if at = latest(at, asked); promising && promise > 0 && linesOK && !dc.obs.FirstWrittenAt.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
 		unseenUntil = at.Add(promise + contactMargin)
 	}
 	return unseenUntil
@@ -622,6 +625,7 @@ func (dc *decider) handoffInput() handoffInput {
 		scope:         dc.obs.Scope,
 		unseenUntil:   dc.unseenUntil,
 		publications:  dc.obs.Publications,
+		nodeViews:     dc.obs.NodeViews,
 	}
 }
 

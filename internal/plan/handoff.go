@@ -32,6 +32,9 @@ type handoffInput struct {
 	// publications say since when this operator knows each generation was published: a revocation from
 	// an incarnation whose Lease promises contact fencing ends that promise after (promiseKept).
 	publications Publications
+	// nodeViews say since when the group's lines in the node views ask for each generation: with node
+	// views, a promise counts from then too (promiseKept).
+	nodeViews NodeViews
 	// unseenUntil is when a pod that this operator never saw, its Lease gone before it started, has
 	// stopped reading. Until then, when the bookkeeping cannot be trusted (it may have named that pod), a
 	// queue nobody claims goes to nobody; the bookkeeping then carries the deadline on
@@ -68,19 +71,30 @@ const contactMargin = time.Second
 
 // promiseKept is when incarnation i has stopped reading what r revoked by its own promise
 // (protocol.StopsWithinAnnotation): the promise after the operator first knew that r's generation, or a
-// later one, was published. False when its Lease makes no promise or the publication is not known.
-func promiseKept(i *incarnation, r Revocation, pubs Publications) (time.Time, bool) {
+// later one, was published, and, with node views, that every line of the group asks for it: a member a
+// node agent confirms after then holds the generation. False when its Lease makes no promise or either
+// is not known.
+func promiseKept(i *incarnation, r Revocation, pubs Publications, nodeViews NodeViews) (time.Time, bool) {
 	if i.lease == nil || i.lease.StopsWithin <= 0 || r.Generation <= 0 {
 		return time.Time{}, false
 	}
 	since, ok := pubs.KnownSince(r.Generation)
+	asked, linesOK := nodeViews.KnownSince(r.Generation)
 	if handoffMutation == "lapse" {
-		since, ok = r.At, true
+		since, ok, asked, linesOK = r.At, true, r.At, true
 	}
-	if !ok {
+	if !ok || !linesOK {
 		return time.Time{}, false
 	}
-	return since.Add(i.lease.StopsWithin + contactMargin), true
+	return latest(since, asked).Add(i.lease.StopsWithin + contactMargin), true
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // fencePoll is how often a revocation past its timeout is looked at again while its incarnation has not
@@ -197,7 +211,7 @@ func settleRevocation(i *incarnation, r Revocation, in *handoffInput) (revocatio
 		return revocationLapsed, nil
 	}
 	var wakeAt []time.Time
-	if at, ok := promiseKept(i, r, in.publications); ok {
+	if at, ok := promiseKept(i, r, in.publications, in.nodeViews); ok {
 		if !in.now.Before(at) {
 			return revocationLapsed, nil
 		}

@@ -41,8 +41,13 @@ type Observation struct {
 	SightedSince time.Time
 	// Publications are the generations this operator knows were published, and since when.
 	Publications Publications
-	// FirstWrittenAt is when this operator's own first write of the assignment returned; zero before.
-	FirstWrittenAt time.Time
+	// FirstWrittenAt is when this operator's own first write of the assignment returned, zero before;
+	// FirstWrittenGeneration the generation it wrote.
+	FirstWrittenAt         time.Time
+	FirstWrittenGeneration int64
+	// NodeViews is what this operator knows of the group's lines in the node views: with node views, a
+	// member's promise counts only once every line asks for the generation it is counted from.
+	NodeViews NodeViews
 	// LeasesAsWritten are the Leases as read, with the renewTimes their writers wrote.
 	LeasesAsWritten []protocol.LeaseState
 	// Scope is the spec's queues: what the operator reads of claims, entries and load reports.

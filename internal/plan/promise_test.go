@@ -108,3 +108,51 @@ func TestPublicationsKnownSince(t *testing.T) {
 		t.Fatalf("a forgotten generation counts from %v, want the oldest remembered (%v)", got, ps[0].knownAt)
 	}
 }
+
+// TestDecidePromiseWaitsForTheNodeViews: as above, with node views. p1's promise counts only from when
+// every line of the group in the node views asks for the generation that revoked its queues: a node agent
+// may confirm p1's view until then. The revocation is published at 30 s; the line is known to ask for it
+// from 40 s, so the queues move at 47 s, not 37 s. A line not known, or asking for less, holds them.
+func TestDecidePromiseWaitsForTheNodeViews(t *testing.T) {
+	const promise = 6 * time.Second
+	group := fixture.Group(averagely, 4)
+	obs := world([]corev1.Pod{fixture.Pod("p0"), fixture.Pod("p1")},
+		promisingLease("p0", 0, nil, fixture.T0, promise), promisingLease("p1", 0, nil, fixture.T0, promise))
+	obs.NodeViews = NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": LineHistory{}.Add(fixture.T0, 1)}}
+	d := Decide(group, obs, env(group, fixture.T0))
+	obs = applied(group, obs, d)
+	obs.Publications = obs.Publications.Add(d.Report.Generation, fixture.T0)
+	p1Lease := promisingLease("p1", d.Report.Generation, fixture.Qs(2, 3), fixture.T0, promise)
+	var revokedIn int64
+	at := func(after time.Duration) *Decision {
+		obs.Leases = []protocol.LeaseState{promisingLease("p0", obs.Published.Generation, entryOf(d, "p0"), fixture.T0.Add(after), promise), p1Lease}
+		d = Decide(group, obs, env(group, fixture.T0.Add(after)))
+		assertPartition(t, d)
+		if len(d.Write.ConfigMaps) > 0 {
+			obs = applied(group, obs, d)
+			obs.Publications = obs.Publications.Add(d.Report.Generation, fixture.T0.Add(after))
+			if _, member := d.Report.Entries["p1"]; !member && revokedIn == 0 {
+				revokedIn = d.Report.Generation
+			}
+		}
+		return d
+	}
+	for after := 30 * time.Second; after < 47*time.Second; after += 500 * time.Millisecond {
+		if after == 35*time.Second {
+			// Raised, but not to the revocation's generation: it still holds the queues.
+			obs.NodeViews.Lines["n1"] = obs.NodeViews.Lines["n1"].Add(fixture.T0.Add(after), revokedIn-1)
+		}
+		if after == 40*time.Second {
+			obs.NodeViews.Lines["n1"] = obs.NodeViews.Lines["n1"].Add(fixture.T0.Add(after), revokedIn)
+		}
+		if got := len(entryOf(at(after), "p0")); got != 2 {
+			t.Fatalf("%v after p1's last renewal p0 reads %d queues; the node view asks for generation %d only from 40 s", after, got, revokedIn)
+		}
+	}
+	if revokedIn == 0 {
+		t.Fatal("p1's queues were never revoked")
+	}
+	if d := at(47 * time.Second); len(entryOf(d, "p0")) != 4 {
+		t.Fatalf("47 s after p1's last renewal p0 reads %v; want all 4", entryOf(d, "p0"))
+	}
+}

@@ -1,0 +1,319 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// nodeViewGroupIndex indexes the node views by "<namespace>/<group>" of each line they hold, so that a
+// pass finds its group's lines without reading every node view.
+const nodeViewGroupIndex = "nodeView.groups"
+
+func nodeViewGroups(o client.Object) []string {
+	cm := o.(*corev1.ConfigMap)
+	if cm.Labels[protocol.NodeViewLabel] != "true" {
+		return nil
+	}
+	lines, err := protocol.ReadNodeView(cm)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(lines.Lines))
+	for _, l := range lines.Lines {
+		out = append(out, l.Namespace+"/"+l.Group)
+	}
+	return out
+}
+
+// nodeViews keeps the node views (docs/protocol.md, node mode): one ConfigMap per node, in the operator's
+// namespace, with a line for every group that has a pod on the node. A line asks the node agent to
+// confirm a member of the group only when its view holds the line's must-see generation; the operator
+// raises the lines of a group to its newest generation before it counts on a member's promise, and
+// remembers since when each line asked for what (plan.LineHistory).
+//
+// Every write starts from a read of the API server, never from the cache, and only the operator writes
+// node views: what a write or a read returned is what the line held from then on.
+type nodeViews struct {
+	cached    client.Client
+	live      client.Reader
+	namespace string
+	clock     clock.PassiveClock
+
+	// mu guards lines; nodeLocks orders the writes to each node view, so that the passes of groups with
+	// pods on one node take turns rather than meet in conflicts.
+	mu        sync.Mutex
+	lines     map[types.NamespacedName]map[string]plan.LineHistory
+	nodeLocks sync.Map
+}
+
+func newNodeViews(cached client.Client, live client.Reader, namespace string, clk clock.PassiveClock) *nodeViews {
+	return &nodeViews{cached: cached, live: live, namespace: namespace, clock: clk, lines: map[types.NamespacedName]map[string]plan.LineHistory{}}
+}
+
+// seen is what the operator knows of the group's lines: the histories it keeps, and a history that knows
+// nothing for every other node view the cache shows with a line for the group.
+func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName) (plan.NodeViews, error) {
+	nodes, err := nv.nodesWithLines(ctx, group)
+	if err != nil {
+		return plan.NodeViews{}, err
+	}
+	nv.mu.Lock()
+	defer nv.mu.Unlock()
+	out := plan.NodeViews{Enabled: true, Lines: maps.Clone(nv.lines[group])}
+	if out.Lines == nil {
+		out.Lines = map[string]plan.LineHistory{}
+	}
+	for node := range nodes {
+		if _, ok := out.Lines[node]; !ok {
+			out.Lines[node] = nil
+		}
+	}
+	return out, nil
+}
+
+// nodesWithLines are the nodes whose views, in the cache, hold a line for the group, with that line.
+func (nv *nodeViews) nodesWithLines(ctx context.Context, group types.NamespacedName) (map[string]protocol.NodeViewLine, error) {
+	var views corev1.ConfigMapList
+	if err := nv.cached.List(ctx, &views, client.InNamespace(nv.namespace), client.MatchingFields{nodeViewGroupIndex: group.String()}); err != nil {
+		return nil, fmt.Errorf("listing node views: %w", err)
+	}
+	out := make(map[string]protocol.NodeViewLine, len(views.Items))
+	for i := range views.Items {
+		cm := &views.Items[i]
+		lines, err := protocol.ReadNodeView(cm)
+		if err != nil {
+			continue // the index holds only views that read
+		}
+		if l, ok := lines.Line(group.Namespace, group.Name); ok {
+			out[cm.Annotations[protocol.NodeViewNodeAnnotation]] = l
+		}
+	}
+	return out, nil
+}
+
+// nodeViewWork is what one pass must do to a group's lines: the nodes whose line to write at least at
+// mustSee (or to learn, when this operator knows nothing of it), and those whose line to remove.
+type nodeViewWork struct {
+	raise, remove []string
+}
+
+// planNodeViews decides what a pass does to a group's lines. Every node that runs a pod of the group gets
+// a line, so that the group's members there can be confirmed; a line on a node without one goes, which
+// confirms nothing there, and is as good as any generation. A line is raised when it, or what this
+// operator knows of it, asks for less than need (plan.NodeLinesMustSee).
+func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.NodeViewLine, known map[string]plan.LineHistory, groupUID types.UID, need int64) nodeViewWork {
+	var w nodeViewWork
+	for _, node := range slices.Sorted(maps.Keys(podNodes)) {
+		line, inCache := cachedLines[node]
+		last, knows := known[node].Last()
+		switch {
+		case !inCache, line.GroupUID != groupUID:
+			w.raise = append(w.raise, node)
+		case need > 0 && (line.MustSee < need || !knows || last < need):
+			w.raise = append(w.raise, node)
+		}
+	}
+	others := map[string]bool{}
+	for node := range cachedLines {
+		others[node] = true
+	}
+	for node, h := range known {
+		if last, _ := h.Last(); last != plan.NoLine {
+			others[node] = true
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(others)) {
+		if !podNodes[node] {
+			w.remove = append(w.remove, node)
+		}
+	}
+	return w
+}
+
+// sync brings the group's lines to what planNodeViews says: every node view the group's pods run on
+// holds a line at least at need, raised to generation when written. It reports whether it changed what
+// the operator knows, for the pass to look again at the promises that wait on it.
+func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []corev1.Pod, generation, need int64) (bool, error) {
+	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
+	cachedLines, err := nv.nodesWithLines(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	podNodes := map[string]bool{}
+	for i := range pods {
+		if node := pods[i].Spec.NodeName; node != "" {
+			podNodes[node] = true
+		}
+	}
+	nv.mu.Lock()
+	known := maps.Clone(nv.lines[key])
+	nv.mu.Unlock()
+	work := planNodeViews(podNodes, cachedLines, known, group.UID, need)
+	line := protocol.NodeViewLine{Namespace: group.Namespace, Group: group.Name, GroupUID: group.UID, MustSee: max(generation, need, 1)}
+	for _, node := range work.raise {
+		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
+			if old, ok := lines.Line(line.Namespace, line.Group); ok && old.GroupUID == line.GroupUID && old.MustSee >= line.MustSee {
+				return lines
+			}
+			return lines.With(line)
+		}); err != nil {
+			return true, err
+		}
+	}
+	for _, node := range work.remove {
+		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
+			return lines.Without(line.Namespace, line.Group)
+		}); err != nil {
+			return true, err
+		}
+	}
+	return len(work.raise)+len(work.remove) > 0, nil
+}
+
+// errNoNodeView stands for a node view that does not exist, which holds no line.
+var errNoNodeView = errors.New("no node view")
+
+// maxNodeViewTries bounds how often one write of a node view meets a newer version before the pass
+// gives up and retries later.
+const maxNodeViewTries = 5
+
+// write changes node's view by change, from a read of the API server, and records what the group's line
+// holds from then on: from when the write returned, or, when nothing changed, from when the read was
+// sent. A view that cannot be read (edited) is written again whole from change's lines alone.
+func (nv *nodeViews) write(ctx context.Context, group types.NamespacedName, node string, change func(protocol.NodeViewLines) protocol.NodeViewLines) error {
+	lock, _ := nv.nodeLocks.LoadOrStore(node, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
+	name := protocol.NodeViewName(node)
+	for range maxNodeViewTries {
+		readAt := nv.clock.Now()
+		var cm corev1.ConfigMap
+		err := nv.live.Get(ctx, client.ObjectKey{Namespace: nv.namespace, Name: name}, &cm)
+		exists := err == nil
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading node view %s: %w", name, err)
+		}
+		var before protocol.NodeViewLines
+		readErr := errNoNodeView
+		if exists {
+			// An edited view confirms nothing: it is written again, from nothing. The other groups'
+			// passes, woken by the edit (nodeViewLinesLost), write their lines again.
+			before, readErr = protocol.ReadNodeView(&cm)
+		}
+		after := change(before)
+		if readErr == nil && slices.Equal(before.Lines, after.Lines) {
+			nv.record(group, node, readAt, after)
+			return nil
+		}
+		err = nv.put(ctx, &cm, exists, node, after)
+		switch {
+		case err == nil:
+			nv.record(group, node, nv.clock.Now(), after)
+			return nil
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			continue
+		default:
+			return fmt.Errorf("writing node view %s: %w", name, err)
+		}
+	}
+	return fmt.Errorf("writing node view %s: %d writes in a row met a newer version", name, maxNodeViewTries)
+}
+
+// put writes lines as node's view: an update of cm when it exists, else a create.
+func (nv *nodeViews) put(ctx context.Context, cm *corev1.ConfigMap, exists bool, node string, lines protocol.NodeViewLines) error {
+	name := protocol.NodeViewName(node)
+	data, digest := protocol.NodeViewData(name, lines)
+	cm.Name, cm.Namespace = name, nv.namespace
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[protocol.NodeViewLabel] = "true"
+	cm.Labels[protocol.ManagedByLabel] = protocol.ManagedByValue
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[protocol.NodeViewNodeAnnotation] = node
+	cm.Annotations[protocol.DigestAnnotation] = digest
+	cm.Data = data
+	if exists {
+		return nv.cached.Update(ctx, cm)
+	}
+	return nv.cached.Create(ctx, cm)
+}
+
+// record notes that node's view held lines from at on.
+func (nv *nodeViews) record(group types.NamespacedName, node string, at time.Time, lines protocol.NodeViewLines) {
+	mustSee := plan.NoLine
+	if l, ok := lines.Line(group.Namespace, group.Name); ok {
+		mustSee = l.MustSee
+	}
+	nv.mu.Lock()
+	defer nv.mu.Unlock()
+	if nv.lines[group] == nil {
+		nv.lines[group] = map[string]plan.LineHistory{}
+	}
+	nv.lines[group][node] = nv.lines[group][node].Add(at, mustSee)
+}
+
+// forget drops what the operator keeps of a group that is gone. Its lines stay in the node views until a
+// group of that name writes them again: they confirm only members of a group that no longer exists.
+func (nv *nodeViews) forget(group types.NamespacedName) {
+	nv.mu.Lock()
+	defer nv.mu.Unlock()
+	delete(nv.lines, group)
+}
+
+// nodeViewLinesLost wakes the groups whose lines a change of a node view lowered or removed: a view
+// deleted or edited by someone else. Their members on the node are not confirmed until their passes
+// write the lines again. A change that only raises or adds lines, the operator's own, wakes nobody.
+func nodeViewLinesLost() handler.TypedFuncs[client.Object, reconcile.Request] {
+	enqueueLost := func(old, new client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		before := nodeViewLinesOf(old)
+		after := nodeViewLinesOf(new)
+		for _, l := range before.Lines {
+			if now, ok := after.Line(l.Namespace, l.Group); !ok || now.MustSee < l.MustSee || now.GroupUID != l.GroupUID {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Group}})
+			}
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueueLost(e.ObjectOld, e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueueLost(e.Object, nil, q)
+		},
+	}
+}
+
+// nodeViewLinesOf are the lines of a node view; none for anything else, or a view that cannot be read.
+func nodeViewLinesOf(o client.Object) protocol.NodeViewLines {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok || cm == nil || cm.Labels[protocol.NodeViewLabel] != "true" {
+		return protocol.NodeViewLines{}
+	}
+	lines, err := protocol.ReadNodeView(cm)
+	if err != nil {
+		return protocol.NodeViewLines{}
+	}
+	return lines
+}

@@ -1,0 +1,64 @@
+package controllers
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+func TestPlanNodeViews(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const uid = types.UID("g-uid")
+	line := func(mustSee int64) protocol.NodeViewLine {
+		return protocol.NodeViewLine{Namespace: "ns", Group: "g", GroupUID: uid, MustSee: mustSee}
+	}
+	knows := func(mustSee int64) plan.LineHistory { return plan.LineHistory{}.Add(t0, mustSee) }
+	tests := []struct {
+		name     string
+		podNodes []string
+		cached   map[string]protocol.NodeViewLine
+		known    map[string]plan.LineHistory
+		need     int64
+		want     nodeViewWork
+	}{
+		{name: "nothing anywhere"},
+		{name: "a node with a pod and no line gets one", podNodes: []string{"n2", "n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(3)}, known: map[string]plan.LineHistory{"n1": knows(3)},
+			want: nodeViewWork{raise: []string{"n2"}}},
+		{name: "steady: lines there, nothing waits", podNodes: []string{"n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(3)}, want: nodeViewWork{}},
+		{name: "a promise waits on a line that asks for less", podNodes: []string{"n1", "n2"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(3), "n2": line(5)},
+			known:  map[string]plan.LineHistory{"n1": knows(3), "n2": knows(5)}, need: 5,
+			want: nodeViewWork{raise: []string{"n1"}}},
+		{name: "a line this operator knows nothing of is learnt", podNodes: []string{"n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, need: 5,
+			want: nodeViewWork{raise: []string{"n1"}}},
+		{name: "what the operator knows lags the cache", podNodes: []string{"n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, known: map[string]plan.LineHistory{"n1": knows(4)}, need: 5,
+			want: nodeViewWork{raise: []string{"n1"}}},
+		{name: "a line of an earlier group of the name", podNodes: []string{"n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": {Namespace: "ns", Group: "g", GroupUID: "old", MustSee: 9}},
+			want:   nodeViewWork{raise: []string{"n1"}}},
+		{name: "lines on nodes without a pod go, cached or only known", podNodes: []string{"n1"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(3), "n3": line(3)},
+			known:  map[string]plan.LineHistory{"n1": knows(3), "n4": knows(2), "n5": knows(plan.NoLine)},
+			want:   nodeViewWork{remove: []string{"n3", "n4"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			podNodes := map[string]bool{}
+			for _, n := range tt.podNodes {
+				podNodes[n] = true
+			}
+			if got := planNodeViews(podNodes, tt.cached, tt.known, uid, tt.need); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("planNodeViews = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package plan
+
+import (
+	"math"
+	"time"
+)
+
+// NoLine stands, in a LineHistory, for a node view without the group's line (or that cannot be read):
+// the node agent confirms nothing for the group's members on that node, which is as good as any
+// generation.
+const NoLine int64 = math.MaxInt64
+
+// lineSighting is one thing this operator knows of a group's line in a node view: from at on, until the
+// next sighting, it held mustSee (NoLine for none).
+type lineSighting struct {
+	at      time.Time
+	mustSee int64
+}
+
+// LineHistory is what this operator knows of one group's line in one node view, oldest first: its own
+// writes of the line, from when each returned, and its live reads of it, from when each was sent. Only
+// the operator writes node views, so a line holds what the last of them showed.
+type LineHistory []lineSighting
+
+// maxLineSightings bounds a history. Forgetting the oldest sightings makes a line known later, never
+// sooner.
+const maxLineSightings = 8
+
+// Add records that the line held mustSee from at on. A sighting older than the last one known adds
+// nothing.
+func (h LineHistory) Add(at time.Time, mustSee int64) LineHistory {
+	if n := len(h); n > 0 && at.Before(h[n-1].at) {
+		return h
+	}
+	h = append(h, lineSighting{at: at, mustSee: mustSee})
+	if len(h) > maxLineSightings {
+		h = h[len(h)-maxLineSightings:]
+	}
+	return h
+}
+
+// Last is the last sighting's must-see generation; false when there is none.
+func (h LineHistory) Last() (int64, bool) {
+	if len(h) == 0 {
+		return 0, false
+	}
+	return h[len(h)-1].mustSee, true
+}
+
+// KnownSince is from when on the line is known to have asked for generation or a later one, or not to
+// exist: from then, the node agent confirms only a member whose view holds generation. False while it
+// asks for less, or nothing is known of it.
+func (h LineHistory) KnownSince(generation int64) (time.Time, bool) {
+	k := len(h)
+	for k > 0 && h[k-1].mustSee >= generation {
+		k--
+	}
+	if k == len(h) {
+		return time.Time{}, false
+	}
+	return h[k].at, true
+}
+
+// NodeViews is what this operator knows of a group's lines in the node views, by node: every node view
+// the cache shows with a line for the group, and every one this operator wrote the line of.
+type NodeViews struct {
+	// Enabled is set when the operator keeps node views: a member's promise then counts only from when
+	// every line of its group asks for the generation that revoked its queues.
+	Enabled bool
+	Lines   map[string]LineHistory
+}
+
+// KnownSince is from when on every line of the group in the node views is known to ask for generation
+// or more (LineHistory.KnownSince): a member confirmed by a node agent after then holds generation in its
+// view. Without node views, any time will do. False while a line asks for less or is not known.
+func (nv NodeViews) KnownSince(generation int64) (time.Time, bool) {
+	var since time.Time
+	if !nv.Enabled {
+		return since, true
+	}
+	for _, h := range nv.Lines {
+		at, ok := h.KnownSince(generation)
+		if !ok {
+			return time.Time{}, false
+		}
+		if at.After(since) {
+			since = at
+		}
+	}
+	return since, true
+}
+
+// NodeLinesMustSee is the generation the group's lines in the node views must ask for before every
+// promise the operator may count on counts (promiseKept, unseenDeadline): that of the newest revocation
+// in the bookkeeping that has not lapsed, and that of this operator's first write, which gave nothing
+// to a pod it never saw. 0 when nothing waits on a promise.
+func NodeLinesMustSee(bookkeeping HandoffState, firstWrittenGeneration int64) int64 {
+	need := firstWrittenGeneration
+	for _, r := range bookkeeping.Revocations {
+		if !r.Lapsed {
+			need = max(need, r.Generation)
+		}
+	}
+	return need
+}

@@ -1,0 +1,104 @@
+package plan
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLineHistoryKnownSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tests := []struct {
+		name       string
+		sightings  []lineSighting
+		generation int64
+		want       time.Time
+		wantOK     bool
+	}{
+		{name: "nothing known", generation: 3},
+		{name: "asks for less", sightings: []lineSighting{{at(1), 2}}, generation: 3},
+		{name: "asks for exactly it", sightings: []lineSighting{{at(1), 3}}, generation: 3, want: at(1), wantOK: true},
+		{name: "from the first of the last run that asks for enough", sightings: []lineSighting{{at(1), 2}, {at(2), 4}, {at(3), 5}}, generation: 3, want: at(2), wantOK: true},
+		{name: "a line removed confirms nothing", sightings: []lineSighting{{at(1), 2}, {at(4), NoLine}}, generation: 9, want: at(4), wantOK: true},
+		{name: "written again lower after its removal", sightings: []lineSighting{{at(1), 5}, {at(2), NoLine}, {at(3), 4}}, generation: 5},
+		{name: "written again lower, then raised", sightings: []lineSighting{{at(1), 5}, {at(2), NoLine}, {at(3), 4}, {at(6), 7}}, generation: 5, want: at(6), wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h LineHistory
+			for _, s := range tt.sightings {
+				h = h.Add(s.at, s.mustSee)
+			}
+			got, ok := h.KnownSince(tt.generation)
+			if ok != tt.wantOK || !got.Equal(tt.want) {
+				t.Fatalf("KnownSince(%d) = %v, %v; want %v, %v", tt.generation, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestLineHistoryAddIgnoresOlderAndForgetsOldest(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := LineHistory{}.Add(t0.Add(time.Second), 5).Add(t0, 1)
+	if last, _ := h.Last(); last != 5 || len(h) != 1 {
+		t.Fatalf("an older sighting was added: %+v", h)
+	}
+	for i := range 2 * maxLineSightings {
+		h = h.Add(t0.Add(time.Duration(2+i)*time.Second), 6)
+	}
+	if len(h) != maxLineSightings {
+		t.Fatalf("history holds %d sightings, want at most %d", len(h), maxLineSightings)
+	}
+	// The oldest kept sighting bounds what is known: forgetting makes a line known later, not sooner.
+	if got, ok := h.KnownSince(6); !ok || !got.Equal(h[0].at) {
+		t.Fatalf("KnownSince(6) = %v, %v; want %v", got, ok, h[0].at)
+	}
+}
+
+func TestNodeViewsKnownSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := LineHistory{}.Add(t0.Add(2*time.Second), 4)
+	b := LineHistory{}.Add(t0.Add(5*time.Second), 6)
+	tests := []struct {
+		name   string
+		nv     NodeViews
+		gen    int64
+		want   time.Time
+		wantOK bool
+	}{
+		{"off: no constraint", NodeViews{Lines: map[string]LineHistory{"n1": nil}}, 4, time.Time{}, true},
+		{"on, no lines: no agent confirms anything", NodeViews{Enabled: true}, 4, time.Time{}, true},
+		{"the latest of the lines", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": b}}, 4, t0.Add(5 * time.Second), true},
+		{"one line asks for less", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": b}}, 5, time.Time{}, false},
+		{"one line not known", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": nil}}, 4, time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.nv.KnownSince(tt.gen)
+			if ok != tt.wantOK || !got.Equal(tt.want) {
+				t.Fatalf("KnownSince(%d) = %v, %v; want %v, %v", tt.gen, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestNodeLinesMustSee(t *testing.T) {
+	tests := []struct {
+		name         string
+		state        HandoffState
+		firstWritten int64
+		want         int64
+	}{
+		{"nothing waits", HandoffState{}, 0, 0},
+		{"the first write", HandoffState{}, 4, 4},
+		{"the newest revocation not lapsed", HandoffState{Revocations: []Revocation{{Generation: 5}, {Generation: 9, Lapsed: true}, {Generation: 7}}}, 4, 7},
+		{"fenced revocations wait on no promise", HandoffState{Fenced: []Revocation{{Generation: 8}}}, 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NodeLinesMustSee(tt.state, tt.firstWritten); got != tt.want {
+				t.Fatalf("NodeLinesMustSee = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
