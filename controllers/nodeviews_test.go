@@ -1,0 +1,94 @@
+//go:build envtest
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// nodeViewLine reads the group's line in node's view from the API server; MustSee 0 when there is none.
+func nodeViewLine(t *testing.T, ns, node, group string) (protocol.NodeViewLine, error) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.NodeViewName(node)}, &cm); err != nil {
+		return protocol.NodeViewLine{}, err
+	}
+	lines, err := protocol.ReadNodeView(&cm)
+	if err != nil {
+		return protocol.NodeViewLine{}, err
+	}
+	l, _ := lines.Line(ns, group)
+	return l, nil
+}
+
+// TestNodeViewsFollowTheGroup runs the operator with node views: each node a member pod runs on gets a
+// line for the group, asking at least for the generation in force. A lost node's queues are revoked and
+// move on within the promise, once every line asks for the generation that revoked them: the lines on
+// both nodes then ask for it, and no queue has two readers by the members' records. A node view deleted
+// or edited by someone else is written again.
+func TestNodeViewsFollowTheGroup(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns, func(r *ConsumerGroupReconciler) { r.NodeViewsNamespace = ns })
+	own := testenv.NewOwnership()
+	cooperativeGroup(ns, "nv", 8, 30).Create(t, k8s)
+	nodeA, nodeB := ns+"-a", ns+"-b"
+	loseNodeA := runKubelet(t, nodeA)
+	runKubelet(t, nodeB)
+	opts := testenv.MemberOptions{LeaseDuration: time.Minute, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
+		ContactTimeout: time.Second, StopTimeout: time.Second}
+	onA := testenv.StartMember(t, restConfig, "nv", testenv.Pod(ns, "nv-0", "nv").OnNode(nodeA).Create(t, k8s), own, opts)
+	onB := testenv.StartMember(t, restConfig, "nv", testenv.Pod(ns, "nv-1", "nv").OnNode(nodeB).Create(t, k8s), own, opts)
+	waitForSettled(t, ns, "nv", own, 8, 2)
+	for _, node := range []string{nodeA, nodeB} {
+		eventually(t, 10*time.Second, func() error {
+			l, err := nodeViewLine(t, ns, node, "nv")
+			if err == nil && l.MustSee < 1 {
+				err = fmt.Errorf("node view of %s has no line for the group", node)
+			}
+			return err
+		})
+	}
+	held := own.Reading(onA.Reader())
+
+	loseNodeA()
+	onA.Partition(true)
+	lost := time.Now()
+	waitUntilReading(t, own, onB, held, 20*time.Second)
+	t.Logf("the lost node's queues were read again %v after it was lost", time.Since(lost).Round(time.Millisecond))
+	assertNoOverlap(t, own)
+	revokedIn := getGroup(t, ns, "nv").Status.AssignmentGeneration - 1 // the grant follows the revocation
+	for _, node := range []string{nodeA, nodeB} {
+		if l, err := nodeViewLine(t, ns, node, "nv"); err != nil || l.MustSee < revokedIn {
+			t.Fatalf("node view of %s: line %+v (%v) once the queues moved; want it to ask for generation %d at least", node, l, err, revokedIn)
+		}
+	}
+
+	// Someone else deletes node B's view, then edits it: the operator writes it again.
+	ctx := context.Background()
+	must(t, k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.NodeViewName(nodeB)}}))
+	eventually(t, 10*time.Second, func() error {
+		_, err := nodeViewLine(t, ns, nodeB, "nv")
+		return err
+	})
+	var cm corev1.ConfigMap
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: protocol.NodeViewName(nodeB)}, &cm))
+	cm.Data[protocol.NodeViewKey] = `{"version":1,"lines":[]}`
+	must(t, k8s.Update(ctx, &cm))
+	eventually(t, 10*time.Second, func() error {
+		l, err := nodeViewLine(t, ns, nodeB, "nv")
+		if err == nil && l.MustSee < revokedIn {
+			err = fmt.Errorf("node B's line asks for %d, want at least %d", l.MustSee, revokedIn)
+		}
+		return err
+	})
+}
