@@ -141,6 +141,10 @@ type exOperator struct {
 	lostResponse int64
 	// target is the strategy's last plan: for each queue, the member slot it goes to.
 	target []int8
+	// lineKnown says that the operator knows what the node views' line holds, since lineKnownAt (its
+	// write of it returned): a restarted operator does not.
+	lineKnown   bool
+	lineKnownAt time.Duration
 }
 
 // exWorld is one state of the bounded world.
@@ -150,6 +154,11 @@ type exWorld struct {
 	cm      exConfigMap
 	op      exOperator
 	faults  int
+	// nodeViews: the members are in node mode (docs/protocol.md): a node agent confirms a member's view,
+	// whatever the member's own reads, when it holds line, the must-see generation of the group's line
+	// in the node views (one line stands for every node's), which the operator raises.
+	nodeViews bool
+	line      int64
 }
 
 func exPod(slot int) string { return string(rune('a' + slot)) }
@@ -215,6 +224,15 @@ func cloneState(s HandoffState) HandoffState {
 	s.Fenced = slices.Clone(s.Fenced)
 	s.Reserved = slices.Clone(s.Reserved)
 	return s
+}
+
+// exSettledNodeViews is exSettled with the members in node mode, the node views' line at the generation
+// in force, and the operator knowing it.
+func exSettledNodeViews(members, queues int) *exWorld {
+	w := exSettled(members, queues)
+	w.nodeViews, w.line = true, w.cm.gen
+	w.op.lineKnown, w.op.lineKnownAt = true, exLongAgo
+	return w
 }
 
 func (w *exWorld) clone() *exWorld {
@@ -373,6 +391,42 @@ func (w *exWorld) observe(slot int) {
 	w.evaluate(slot)
 }
 
+// knownNodeViews is what the operator knows of the node views' line.
+func (w *exWorld) knownNodeViews() NodeViews {
+	if !w.nodeViews {
+		return NodeViews{}
+	}
+	var h LineHistory
+	if w.op.lineKnown {
+		h = h.Add(exAt(w.op.lineKnownAt), w.line)
+	}
+	return NodeViews{Enabled: true, Lines: map[string]LineHistory{"node": h}}
+}
+
+// raiseLine: the operator's write of the group's line in the node views returns, raised to the
+// generation published (controllers.nodeViews.sync); it knows the line from now. A line it knows asks
+// for that generation already is not written.
+func (w *exWorld) raiseLine() {
+	if w.op.lineKnown && w.line >= w.cm.gen {
+		return
+	}
+	w.line = max(w.line, w.cm.gen)
+	w.op.lineKnown, w.op.lineKnownAt = true, 0
+}
+
+// agentConfirms: the node agent's read of the node view, sent after member slot asked, confirms the
+// view the member holds, without the member reading anything itself: when it holds the line's
+// generation. A member cut off from the API server still reaches the agent on its node.
+func (w *exWorld) agentConfirms(slot int) bool {
+	m := &w.members[slot]
+	if !m.viewSeen || m.viewGen < w.line {
+		return false
+	}
+	m.confirmed = 0
+	w.evaluate(slot)
+	return true
+}
+
 // ack: the application acknowledges the generation in force, having stopped what it no longer lists
 // (Client.Ack). late leaves the write in flight: Ack returns after AckWait and the write lands later.
 func (w *exWorld) ack(slot int, late bool) {
@@ -431,6 +485,7 @@ func (w *exWorld) advance(d time.Duration) {
 		s.stated, s.seenAt = shift(s.stated), shift(s.seenAt)
 	}
 	w.op.since = shift(w.op.since)
+	w.op.lineKnownAt = shift(w.op.lineKnownAt)
 	for i := range w.op.pubs {
 		w.op.pubs[i].knownAt = shiftAt(w.op.pubs[i].knownAt)
 	}
@@ -577,7 +632,7 @@ func (w *exWorld) pass() exPassOutcome {
 		cooperative: true, revokeTimeout: exRevokeTimeout, maxSkew: exMaxSkew, now: exNow,
 		members: members, target: target, published: published, state: cloneState(w.cm.state),
 		trusted: !w.op.untrusted, incarnations: incs, scope: w.scope(), publications: slices.Clone(w.op.pubs),
-		unseenUntil: exAt(w.op.since + exLeaseDuration + exMaxSkew),
+		unseenUntil: exAt(w.op.since + exLeaseDuration + exMaxSkew), nodeViews: w.knownNodeViews(),
 	})
 	next := exConfigMap{gen: w.cm.gen, entries: make([]exEntry, len(w.members)), state: res.state}
 	same := !w.op.untrusted
@@ -641,7 +696,7 @@ func (w *exWorld) maxGeneration() int64 {
 
 // restartOperator: a new operator process (or leader) with nothing in memory.
 func (w *exWorld) restartOperator() {
-	w.op.pubs, w.op.since, w.op.firstWritten, w.op.lostResponse = nil, 0, false, 0
+	w.op.pubs, w.op.since, w.op.firstWritten, w.op.lostResponse, w.op.lineKnown = nil, 0, false, 0, false
 	for i := range w.op.seen {
 		w.op.seen[i] = exSighting{}
 	}
@@ -675,6 +730,7 @@ func (w *exWorld) canonicalize() {
 			f(&w.op.pubs[i].generation)
 		}
 		f(&w.op.lostResponse)
+		f(&w.line)
 		for i := range w.members {
 			m := &w.members[i]
 			for _, p := range []*int64{&m.viewGen, &m.inGen, &m.penGen, &m.hiGen, &m.acked, &m.written, &m.fl.acked, &m.lease.acked} {
@@ -797,6 +853,10 @@ func (w *exWorld) key() [16]byte {
 		b = append(b, m.badFence)
 	}
 	i64(int64(w.faults))
+	bit(w.nodeViews)
+	i64(w.line)
+	bit(w.op.lineKnown)
+	d(w.op.lineKnownAt)
 	h := fnv.New128a()
 	h.Write(b)
 	var k [16]byte

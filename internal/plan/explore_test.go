@@ -60,6 +60,8 @@ const (
 	exKindCutOff     exKind = "cut-off"     // a member is cut off from the API server
 	exKindDie        exKind = "die"         // a member's node dies with it
 	exKindReplace    exKind = "replace"     // a dead member comes back as a new incarnation
+	exKindRaise      exKind = "raise"       // node mode: the operator's write of the node views' line returns
+	exKindAgent      exKind = "agent"       // node mode: a member's node agent confirms its view
 )
 
 // exAdversary bounds what may happen in a search: how many faults an interleaving may hold, the amounts
@@ -145,9 +147,23 @@ func (w *exWorld) allEvents(adv exAdversary) []exEvent {
 			out = append(out, exEvent{kind: exKindOpSlow, fault: true, apply: func(w *exWorld) string { w.op.slowNext = true; return "the operator's next write will be slow" }})
 		}
 	}
+	if w.nodeViews && (w.line < w.cm.gen || !w.op.lineKnown) {
+		out = append(out, exEvent{kind: exKindRaise, apply: func(w *exWorld) string {
+			w.raiseLine()
+			return fmt.Sprintf("the operator raises the node views' line to generation %d", w.line)
+		}})
+	}
 	for slot := range w.members {
 		m := &w.members[slot]
 		pod := exPod(slot)
+		if w.nodeViews && m.promise && m.fault != exDead {
+			out = append(out, exEvent{kind: exKindAgent, apply: func(w *exWorld) string {
+				if w.agentConfirms(slot) {
+					return fmt.Sprintf("member %s's node agent confirms its view of generation %d (the line asks for %d); it reads %s", pod, w.members[slot].viewGen, w.line, exShow(w.reading(slot)))
+				}
+				return fmt.Sprintf("member %s's node agent does not confirm its view of generation %d: the line asks for %d", pod, w.members[slot].viewGen, w.line)
+			}})
+		}
 		if m.fault == exDead {
 			if faultsLeft && m.lease.stated+exLeaseDuration+exMaxSkew <= 0 {
 				out = append(out, exEvent{kind: exKindReplace, fault: true, apply: func(w *exWorld) string { return w.replace(slot) }})
@@ -446,6 +462,9 @@ func (w *exWorld) recover(at time.Duration) ([]exNode, string) {
 		w.advance(time.Second)
 		at += time.Second
 		note(w.describePass(w.pass()))
+		if w.nodeViews {
+			w.raiseLine() // the pass writes the node views after the assignment
+		}
 		for slot := range w.members {
 			if w.members[slot].fault != exHealthy {
 				continue
@@ -491,6 +510,19 @@ func TestExploreHandoff(t *testing.T) {
 	res := explore(start, exEverything(), *exploreDepth)
 	t.Logf("explored %d states, %d events deep (%d members, %d queues, %d faults) in %v",
 		res.states, res.depth, *exploreMembers, *exploreQueues, *exploreFaults, time.Since(began).Round(time.Millisecond))
+	if len(res.timeline) > 0 {
+		t.Fatal(res.table())
+	}
+}
+
+// TestExploreNodeViews searches the world of TestExploreHandoff with its members in node mode: besides
+// their own reads, a node agent may confirm a member's view, stale or not, whenever it holds the
+// generation the node views' line asks for, and the operator's write raising the line may return at any
+// later moment. No queue has two readers, and a dead member's queues move on within 20 s.
+func TestExploreNodeViews(t *testing.T) {
+	began := time.Now()
+	res := explore(exSettledNodeViews(*exploreMembers, *exploreQueues), exEverything(), *exploreDepth)
+	t.Logf("explored %d states, %d events deep in %v", res.states, res.depth, time.Since(began).Round(time.Millisecond))
 	if len(res.timeline) > 0 {
 		t.Fatal(res.table())
 	}

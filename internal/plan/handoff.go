@@ -83,6 +83,9 @@ func promiseKept(i *incarnation, r Revocation, pubs Publications, nodeViews Node
 	if handoffMutation == "lapse" {
 		since, ok, asked, linesOK = r.At, true, r.At, true
 	}
+	if handoffMutation == "nodeviews" {
+		asked, linesOK = time.Time{}, true
+	}
 	if !ok || !linesOK {
 		return time.Time{}, false
 	}
