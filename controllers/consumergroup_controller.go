@@ -88,6 +88,12 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// The assignment ConfigMaps and the Leases are owned by the group and go with it.
 	group, err := liveGroup(ctx, r.Client, req.NamespacedName, r.forget)
 	if group == nil || err != nil {
+		if err == nil && r.nodeViews != nil {
+			// A group that is gone confirms nobody: its lines leave the node views.
+			if err := r.nodeViews.removeGroup(ctx, req.NamespacedName); err != nil {
+				return r.retry(ctx, req.NamespacedName, "node views", err)
+			}
+		}
 		return ctrl.Result{}, err
 	}
 

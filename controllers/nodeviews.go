@@ -274,12 +274,29 @@ func (nv *nodeViews) record(group types.NamespacedName, node string, at time.Tim
 	nv.lines[group][node] = nv.lines[group][node].Add(at, mustSee)
 }
 
-// forget drops what the operator keeps of a group that is gone. Its lines stay in the node views until a
-// group of that name writes them again: they confirm only members of a group that no longer exists.
+// forget drops what the operator keeps of a group that is gone.
 func (nv *nodeViews) forget(group types.NamespacedName) {
 	nv.mu.Lock()
 	defer nv.mu.Unlock()
 	delete(nv.lines, group)
+}
+
+// removeGroup removes the lines of a group that is gone, or is being deleted, from every node view the
+// cache shows them in.
+func (nv *nodeViews) removeGroup(ctx context.Context, group types.NamespacedName) error {
+	nodes, err := nv.nodesWithLines(ctx, group)
+	if err != nil {
+		return err
+	}
+	for _, node := range slices.Sorted(maps.Keys(nodes)) {
+		if err := nv.write(ctx, group, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
+			return lines.Without(group.Namespace, group.Name)
+		}); err != nil {
+			return err
+		}
+	}
+	nv.forget(group)
+	return nil
 }
 
 // nodeViewLinesLost wakes the groups whose lines a change of a node view lowered or removed: a view

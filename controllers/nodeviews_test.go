@@ -35,7 +35,7 @@ func nodeViewLine(t *testing.T, ns, node, group string) (protocol.NodeViewLine, 
 // line for the group, asking at least for the generation in force. A lost node's queues are revoked and
 // move on within the promise, once every line asks for the generation that revoked them: the lines on
 // both nodes then ask for it, and no queue has two readers by the members' records. A node view deleted
-// or edited by someone else is written again.
+// or edited by someone else is written again; a group deleted leaves them.
 func TestNodeViewsFollowTheGroup(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns, func(r *ConsumerGroupReconciler) { r.NodeViewsNamespace = ns })
@@ -91,4 +91,16 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 		}
 		return err
 	})
+
+	// The group is deleted: its lines leave the node views, which confirm its members no more.
+	must(t, k8s.Delete(ctx, getGroup(t, ns, "nv")))
+	for _, node := range []string{nodeA, nodeB} {
+		eventually(t, 10*time.Second, func() error {
+			l, err := nodeViewLine(t, ns, node, "nv")
+			if err == nil && l.MustSee != 0 {
+				err = fmt.Errorf("node view of %s still has the deleted group's line %+v", node, l)
+			}
+			return err
+		})
+	}
 }
