@@ -96,6 +96,9 @@ type world struct {
 	asA, asB, asC, asLong, asAUnbound, asOperator kubernetes.Interface
 	// asTenant impersonates the tenant.
 	asTenant client.Client
+	// node names the node whose view the operator keeps, in the operator's namespace, for this world: one
+	// per world, so that the worlds' views do not meet.
+	node string
 }
 
 func must(t *testing.T, err error) {
@@ -191,8 +194,11 @@ func newWorld(t *testing.T, name string) *world {
 	must(t, err)
 	_, err = w.asC.CoordinationV1().Leases(name).Create(ctx, leaderLease(name, "ledger-leader", w.c.Name), metav1.CreateOptions{})
 	must(t, err)
-	// The operator publishes the assignment.
+	// The operator publishes the assignment, and keeps the view of the node A and B run on.
 	_, err = w.asOperator.CoreV1().ConfigMaps(name).Create(ctx, assignment(name, protocol.AssignmentName(group)), metav1.CreateOptions{})
+	must(t, err)
+	w.node = name + "-node"
+	_, err = w.asOperator.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node, w.ns, 1), metav1.CreateOptions{})
 	must(t, err)
 	return w
 }
@@ -317,6 +323,20 @@ func assignment(ns, name string) *corev1.ConfigMap {
 	}
 }
 
+// nodeView is the view of node as the operator writes it, in its namespace: one line, group orders of
+// namespace ns, which members must have seen at generation mustSee.
+func nodeView(node, ns string, mustSee int64) *corev1.ConfigMap {
+	name := protocol.NodeViewName(node)
+	data, digest := protocol.NodeViewData(name, protocol.NodeViewLines{}.With(protocol.NodeViewLine{
+		Namespace: ns, Group: group, GroupUID: types.UID("6f1c2a00-0000-4000-8000-000000000001"), MustSee: mustSee}))
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name,
+			Labels:      map[string]string{protocol.NodeViewLabel: "true", protocol.ManagedByLabel: protocol.ManagedByValue},
+			Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node, protocol.DigestAnnotation: digest}},
+		Data: data,
+	}
+}
+
 // updateLease reads Lease name with c, changes it and writes it back with c.
 func updateLease(ctx context.Context, c kubernetes.Interface, ns, name string, change func(*coordinationv1.Lease)) error {
 	lease, err := c.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
@@ -405,6 +425,26 @@ var allowed = []write{
 	}},
 	{name: "the admin writes an unrelated ConfigMap whose name ends in -assignment", do: func(ctx context.Context, w *world) error {
 		_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "homework-assignment"}}, metav1.CreateOptions{})
+		return err
+	}},
+	{name: "the operator raises a line of its node view", do: func(ctx context.Context, w *world) error {
+		return updateConfigMap(ctx, w.asOperator, operatorNamespace, protocol.NodeViewName(w.node), func(cm *corev1.ConfigMap) {
+			raised := nodeView(w.node, w.ns, 2)
+			cm.Data, cm.Annotations = raised.Data, raised.Annotations
+		})
+	}},
+	{name: "the operator creates the view of another node", do: func(ctx context.Context, w *world) error {
+		_, err := w.asOperator.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node+"-2", w.ns, 1), metav1.CreateOptions{})
+		return err
+	}},
+	{name: "the admin writes another ConfigMap in the operator's namespace", do: func(ctx context.Context, w *world) error {
+		_, err := admin.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-settings"}}, metav1.CreateOptions{})
+		return err
+	}},
+	{name: "the admin writes a ConfigMap labelled as a node view outside the operator's namespace", do: func(ctx context.Context, w *world) error {
+		cm := nodeView(w.node, w.ns, 1)
+		cm.Namespace = w.ns
+		_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	}},
 	{name: "the tenant creates a group that names no credentialsSecret", do: func(ctx context.Context, w *world) error {
@@ -538,6 +578,32 @@ var refused = []write{
 			return updateConfigMap(ctx, admin, w.ns, protocol.AssignmentName(group), func(cm *corev1.ConfigMap) {
 				delete(cm.Labels, protocol.GroupLabel)
 			})
+		}},
+	{name: "the admin creates a node view", policy: "node-views",
+		names: []string{"is a node view", "messaging.consumergroup.io/node-view", "system:serviceaccount:" + operatorNamespace + ":" + operatorServiceAccount},
+		do: func(ctx context.Context, w *world) error {
+			_, err := admin.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node+"-admin", w.ns, 1), metav1.CreateOptions{})
+			return err
+		}},
+	// The operator raised the line to 2 among the allowed writes, which run first.
+	{name: "the admin lowers the line of the operator's node view back to 1, with a digest that matches", policy: "node-views", names: []string{"is a node view"},
+		do: func(ctx context.Context, w *world) error {
+			return updateConfigMap(ctx, admin, operatorNamespace, protocol.NodeViewName(w.node), func(cm *corev1.ConfigMap) {
+				lowered := nodeView(w.node, w.ns, 1)
+				cm.Data, cm.Annotations = lowered.Data, lowered.Annotations
+			})
+		}},
+	{name: "the admin strips the node-view label from the operator's node view", policy: "node-views", names: []string{"is a node view"},
+		do: func(ctx context.Context, w *world) error {
+			return updateConfigMap(ctx, admin, operatorNamespace, protocol.NodeViewName(w.node), func(cm *corev1.ConfigMap) {
+				delete(cm.Labels, protocol.NodeViewLabel)
+			})
+		}},
+	{name: "the admin creates an unlabelled ConfigMap under a node view's name", policy: "node-views", names: []string{"named node-view.<node>"},
+		do: func(ctx context.Context, w *world) error {
+			_, err := admin.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeViewName(w.node + "-unlabelled")}}, metav1.CreateOptions{})
+			return err
 		}},
 	{name: "the tenant creates a group naming credentialsSecret acl, which it may not get", policy: "nameserver-credentials",
 		names: []string{"spec.nameServer.credentialsSecret: you may not read Secret acl in this namespace, so the operator will not read it for you"},
@@ -695,7 +761,7 @@ func installPolicies(t *testing.T, probes *world) map[string]string {
 			}
 		}
 	}
-	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps", "nameserver-credentials"} {
+	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps", "node-views", "nameserver-credentials"} {
 		if names[want] == "" {
 			t.Fatalf("config/admission has no policy %s, of %v", want, names)
 		}
@@ -715,7 +781,7 @@ func installPolicies(t *testing.T, probes *world) map[string]string {
 
 // awaitPolicies waits until each policy is in force: a write it refuses, sent with dry run in w, set up
 // before the policies, is refused; and, once the operator's ServiceAccount is known to the policy, the
-// operator's write of an assignment ConfigMap goes through.
+// operator's write of an assignment ConfigMap, or of a node view, goes through.
 func awaitPolicies(t *testing.T, w *world) {
 	t.Helper()
 	ctx := context.Background()
@@ -736,6 +802,13 @@ func awaitPolicies(t *testing.T, w *world) {
 				return fmt.Errorf("the operator's write: %v", err) // not Forbidden: the wait goes on
 			}
 			_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, assignment(w.ns, "probe-assignment"), dry)
+			return err
+		},
+		"node-views": func() error {
+			if _, err := w.asOperator.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node+"-probe", w.ns, 1), dry); err != nil {
+				return fmt.Errorf("the operator's write: %v", err) // not Forbidden: the wait goes on
+			}
+			_, err := admin.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node+"-probe", w.ns, 1), dry)
 			return err
 		},
 		"nameserver-credentials": func() error {

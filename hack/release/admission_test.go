@@ -20,6 +20,7 @@ var admissionPolicies = map[string]string{
 	"member-lease":           "member_lease_policy.yaml",
 	"member-writes":          "member_writes_policy.yaml",
 	"assignment-configmaps":  "assignment_policy.yaml",
+	"node-views":             "node_view_policy.yaml",
 	"nameserver-credentials": "nameserver_credentials_policy.yaml",
 }
 
@@ -91,9 +92,10 @@ func withOperator(spec admissionregistrationv1.ValidatingAdmissionPolicySpec, ex
 	return spec
 }
 
-// check checks that the install carries config/admission's policies under prefix+name, unchanged
-// but for the assignment-configmaps policy's operator, which must be the ServiceAccount the operator's
-// Deployment runs as, and each bound with Deny.
+// check checks that the install carries config/admission's policies under prefix+name, unchanged but for
+// the operator of the assignment-configmaps and node-views policies, which must be the ServiceAccount the
+// operator's Deployment runs as, and each bound with Deny; the node views' binding holds in the
+// operator's namespace.
 func (s shippedAdmission) check(t *testing.T, prefix string) {
 	t.Helper()
 	if len(s.policies) != len(admissionPolicies) || len(s.bindings) != len(admissionPolicies) {
@@ -135,6 +137,14 @@ func (s shippedAdmission) check(t *testing.T, prefix string) {
 	}
 	if b := s.bindings[prefix+"member-lease"]; b.Spec.MatchResources != nil {
 		t.Errorf("binding %s is limited to %+v; pods are confined to their own member Lease in every namespace", b.Name, b.Spec.MatchResources)
+	}
+	// The node views are the operator's, in its own namespace: the rule holds there, and only there, so
+	// that another release keeps writing its own.
+	sel = s.bindings[prefix+"node-views"].Spec.MatchResources
+	if sel == nil || sel.NamespaceSelector == nil || len(sel.NamespaceSelector.MatchLabels) != 0 || len(sel.NamespaceSelector.MatchExpressions) != 1 ||
+		sel.NamespaceSelector.MatchExpressions[0].Key != "kubernetes.io/metadata.name" || sel.NamespaceSelector.MatchExpressions[0].Operator != "In" ||
+		!slices.Equal(sel.NamespaceSelector.MatchExpressions[0].Values, []string{s.operatorNamespace}) {
+		t.Errorf("binding %snode-views matches %+v, want the operator's namespace %s only", prefix, sel, s.operatorNamespace)
 	}
 }
 
