@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
@@ -71,6 +72,50 @@ func TestSecretsAreReadInTheCredentialsNamespaceOnly(t *testing.T) {
 	if binding.Namespace != role.Namespace || binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) ||
 		len(binding.Subjects) != 1 || binding.Subjects[0].Kind != rbacv1.ServiceAccountKind || binding.Subjects[0].Name != sa.Name {
 		t.Errorf("the credentials RoleBinding %+v, want Role %s bound to ServiceAccount %s in namespace %s", binding, role.Name, sa.Name, role.Namespace)
+	}
+}
+
+// The node agent (config/nodeagent) creates TokenReviews, to learn which pod a member's token is bound
+// to, and gets ConfigMaps in the operator's namespace, to read its node's view; nothing else, and no
+// write. Both are bound to its own ServiceAccount, which its DaemonSet runs as, with that token mounted.
+func TestNodeAgentReviewsTokensAndReadsItsNodeViewOnly(t *testing.T) {
+	var sa corev1.ServiceAccount
+	readStrict(t, "nodeagent/service_account.yaml", &sa)
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}
+
+	var cluster rbacv1.ClusterRole
+	readStrict(t, "nodeagent/cluster_role.yaml", &cluster)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}
+	if !reflect.DeepEqual(cluster.Rules, want) {
+		t.Errorf("the node agent's ClusterRole grants %+v, want only create on tokenreviews", cluster.Rules)
+	}
+	var clusterBinding rbacv1.ClusterRoleBinding
+	readStrict(t, "nodeagent/cluster_role_binding.yaml", &clusterBinding)
+	if clusterBinding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cluster.Name}) || !reflect.DeepEqual(clusterBinding.Subjects, subjects) {
+		t.Errorf("the node agent's ClusterRoleBinding %+v, want ClusterRole %s bound to %+v", clusterBinding, cluster.Name, subjects)
+	}
+
+	var role rbacv1.Role
+	readStrict(t, "nodeagent/role.yaml", &role)
+	want = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("the node agent's Role grants %+v, want only get on configmaps", role.Rules)
+	}
+	var binding rbacv1.RoleBinding
+	readStrict(t, "nodeagent/role_binding.yaml", &binding)
+	// Where kustomize puts the operator's own objects, and so its node views.
+	var operatorSA corev1.ServiceAccount
+	readStrict(t, "rbac/service_account.yaml", &operatorSA)
+	if role.Namespace != operatorSA.Namespace || binding.Namespace != role.Namespace ||
+		binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) || !reflect.DeepEqual(binding.Subjects, subjects) {
+		t.Errorf("the node agent's Role %s/%s and RoleBinding %+v, want the Role bound to %+v in the operator's namespace %s",
+			role.Namespace, role.Name, binding, subjects, operatorSA.Namespace)
+	}
+
+	var ds appsv1.DaemonSet
+	readStrict(t, "nodeagent/daemonset.yaml", &ds)
+	if pod := ds.Spec.Template.Spec; pod.ServiceAccountName != sa.Name || pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		t.Errorf("the node agent runs as %q with its token mounted %v, want %s, mounted", pod.ServiceAccountName, pod.AutomountServiceAccountToken, sa.Name)
 	}
 }
 

@@ -269,7 +269,7 @@ var samplesLeftOut = map[string]string{
 // TestKustomizationsListExistingFiles checks that every kustomization's resources, patches and
 // configurations exist, so that kubectl apply -k never fails on a missing file.
 func TestKustomizationsListExistingFiles(t *testing.T) {
-	for _, dir := range []string{"crd", "rbac", "manager", "admission", "default", "networkpolicy", "certmanager", "samples"} {
+	for _, dir := range []string{"crd", "rbac", "manager", "admission", "default", "networkpolicy", "certmanager", "nodeagent", "samples"} {
 		k := readKustomization(t, dir)
 		if len(k.Resources) == 0 {
 			t.Errorf("%s/kustomization.yaml lists no resources", dir)
@@ -295,7 +295,8 @@ func TestKustomizationsListExistingFiles(t *testing.T) {
 }
 
 // TestDeploymentManifestsAreValid creates the RBAC objects and the Deployment, as config/default installs
-// them (namespace consumergroup-system), and the opt-in NetworkPolicy, with strict field validation.
+// them (namespace consumergroup-system), the opt-in NetworkPolicy, and the opt-in node agent's objects
+// (config/nodeagent), with strict field validation.
 func TestDeploymentManifestsAreValid(t *testing.T) {
 	const namespace = "consumergroup-system"
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
@@ -303,7 +304,7 @@ func TestDeploymentManifestsAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := []string{filepath.Join("manager", "manager.yaml")}
-	for _, dir := range []string{"rbac", "networkpolicy"} {
+	for _, dir := range []string{"rbac", "networkpolicy", "nodeagent"} {
 		for _, r := range readKustomization(t, dir).Resources {
 			files = append(files, filepath.Join(dir, r))
 		}
