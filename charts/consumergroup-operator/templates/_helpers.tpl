@@ -20,6 +20,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* The node agent's pods, told apart from the operator's by their component. */}}
+{{- define "consumergroup-operator.nodeAgentSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node-agent
+{{- end -}}
+
+{{- define "consumergroup-operator.nodeAgentLabels" -}}
+{{ include "consumergroup-operator.nodeAgentSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
 {{- define "consumergroup-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (printf "%s-controller-manager" (include "consumergroup-operator.fullname" .)) .Values.serviceAccount.name -}}
