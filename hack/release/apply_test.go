@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +45,11 @@ func TestApplyDryRun(t *testing.T) {
 		"chart, default values":                  renderChart(t, nil, "consumergroup-system"),
 		"chart, non-default values":              renderChart(t, nonDefaultValues, "ops"),
 		"chart, cert-manager served":             renderChartWithAPIs(t, nil, "consumergroup-system", "cert-manager.io/v1"),
+		"chart, node agent":                      renderChart(t, nodeAgentValues, "consumergroup-system"),
 		"dist/install.yaml":                      decodeAll(t, install),
 		"config/default":                         decodeAll(t, plain),
 		"config/default with config/certmanager": renderWithCertManager(t),
+		"config/default with config/nodeagent":   renderWithNodeAgent(t),
 	}
 	for name, objs := range sets {
 		t.Run(name, func(t *testing.T) {
@@ -87,6 +90,63 @@ func TestApplyDryRun(t *testing.T) {
 	}
 }
 
+// TestPodsPassRestrictedPodSecurity creates, with dry-run, a pod from the template of every Deployment and
+// DaemonSet an install may hold (the chart with the node agent and with the non-default values, and
+// config/default with config/nodeagent) in a namespace that enforces the restricted Pod Security Standard:
+// the API server's PodSecurity admission refuses any that breaks it. A pod that shares the node's network
+// is refused there first, so that a pass is the standard's doing.
+func TestPodsPassRestrictedPodSecurity(t *testing.T) {
+	c, _ := startAPIServer(t)
+	ctx := context.Background()
+	const ns = "restricted"
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}))
+	templates := map[string]corev1.PodTemplateSpec{}
+	for set, objs := range map[string][]*unstructured.Unstructured{
+		"chart, node agent":                    renderChart(t, nodeAgentValues, "consumergroup-system"),
+		"chart, non-default values":            renderChart(t, nonDefaultValues, "ops"),
+		"config/default with config/nodeagent": renderWithNodeAgent(t),
+	} {
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "Deployment":
+				var d appsv1.Deployment
+				as(t, o, &d)
+				templates[set+": Deployment "+d.Name] = d.Spec.Template
+			case "DaemonSet":
+				var d appsv1.DaemonSet
+				as(t, o, &d)
+				templates[set+": DaemonSet "+d.Name] = d.Spec.Template
+			}
+		}
+	}
+	create := func(tmpl corev1.PodTemplateSpec) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "pss-", Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		// The ServiceAccount admission plugin wants the pod's ServiceAccount to exist.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: tmpl.Spec.ServiceAccountName, Namespace: ns}}
+		if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return c.Create(ctx, pod, client.DryRunAll)
+	}
+	var agents int
+	for name, tmpl := range templates {
+		if err := create(tmpl); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if strings.Contains(name, "DaemonSet") {
+			agents++
+			tmpl.Spec.HostNetwork = true
+			if err := create(tmpl); err == nil || !strings.Contains(err.Error(), "restricted") {
+				t.Errorf("%s with hostNetwork: %v, want it refused by the restricted standard", name, err)
+			}
+		}
+	}
+	if agents != 3 {
+		t.Errorf("%d node agent DaemonSets checked of %v, want 3", agents, keys(templates))
+	}
+}
+
 // TestInstallForReal runs the README's install commands' last step against a real kube-apiserver, once
 // each way: kubectl apply -f dist/install.yaml, and helm install of the packaged chart. No kubelet runs
 // here, so the check is that everything was accepted and stored: the CRD is established, the Deployment
@@ -100,7 +160,7 @@ func TestInstallForReal(t *testing.T) {
 	must(t, err)
 	installPath := filepath.Join(dir, "install.yaml")
 	must(t, os.WriteFile(installPath, install, 0o644))
-	chartPath, err := packageChart(chartDir, "0.1.0", "registry.example/cg/consumergroup-operator", dir)
+	chartPath, err := packageChart(chartDir, "0.1.0", "registry.example/cg", dir)
 	must(t, err)
 
 	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")

@@ -40,6 +40,15 @@ var nonDefaultValues = map[string]any{
 	"nameServers": map[string]any{"credentialsNamespace": "rocketmq-credentials", "inlineCIDRs": []any{"10.20.0.0/16", "10.30.0.0/16"}, "inlinePorts": []any{9876, 9877}},
 	"networkPolicy": map[string]any{"enabled": true, "apiServerCIDRs": []any{"172.18.0.2/32"},
 		"nameServerCIDRs": []any{"10.20.0.0/16"}, "nameServerPorts": []any{9876, 19876}},
+	"nodeAgent": map[string]any{
+		"enabled":           true,
+		"image":             map[string]any{"repository": "registry.example/cg/agent", "tag": "1.2.3", "pullPolicy": "Always"},
+		"minReadInterval":   "2s",
+		"resources":         map[string]any{"requests": map[string]any{"cpu": "20m", "memory": "48Mi"}, "limits": map[string]any{"memory": "96Mi"}},
+		"tolerations":       []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}},
+		"nodeSelector":      map[string]any{"consumergroup.io/members": "true"},
+		"priorityClassName": "system-node-critical",
+	},
 }
 
 // renderChart renders the chart as `helm template --include-crds` does, into release namespace ns, and
@@ -268,7 +277,7 @@ func TestChartNonDefaults(t *testing.T) {
 	if *dep.Spec.Replicas != 1 || slices.Contains(c.Args, "--leader-elect") {
 		t.Errorf("replicas %d, args %q: want one replica without leader election", *dep.Spec.Replicas, c.Args)
 	}
-	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090",
+	for _, want := range []string{"--namespaces=orders,payments", "--metrics-bind-address=:9090", "--node-views-namespace=ops",
 		"--credentials-namespace=rocketmq-credentials", "--inline-name-server-cidrs=10.20.0.0/16,10.30.0.0/16", "--inline-name-server-ports=9876,9877"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
@@ -283,7 +292,8 @@ func TestChartNonDefaults(t *testing.T) {
 
 	// Namespaced RBAC: the manager's rules and, with inline name servers, get on Secrets bound in each
 	// watched namespace; the cluster-scoped reads cluster-wide; the credentials Role in its namespace;
-	// and no leader election Role.
+	// the node agent's Role, and the operator's on the node views, in the release namespace (which is
+	// not watched); and no leader election Role (TestNodeAgentInChart checks the node agent's).
 	bindings := map[string]string{}
 	for _, o := range objs {
 		if o.GetKind() == "RoleBinding" {
@@ -299,13 +309,16 @@ func TestChartNonDefaults(t *testing.T) {
 		"payments/cgo-consumergroup-operator-inline-credentials":      "ClusterRole/cgo-consumergroup-operator-inline-credentials",
 		"kube-node-lease/cgo-consumergroup-operator-node-leases":      "Role/cgo-consumergroup-operator-node-leases",
 		"rocketmq-credentials/cgo-consumergroup-operator-credentials": "Role/cgo-consumergroup-operator-credentials",
+		"ops/cgo-consumergroup-operator-node-agent":                   "Role/cgo-consumergroup-operator-node-agent",
+		"ops/cgo-consumergroup-operator-node-views":                   "Role/cgo-consumergroup-operator-node-views",
 	}
 	if !reflect.DeepEqual(bindings, want) {
 		t.Errorf("RoleBindings %v, want %v", bindings, want)
 	}
 	crbs := find(objs, "ClusterRoleBinding")
-	if len(crbs) != 2 || crbs["cgo-consumergroup-operator-cluster-scoped"] == nil || crbs["cgo-consumergroup-operator-metrics-auth"] == nil {
-		t.Errorf("ClusterRoleBindings %v, want only the cluster-scoped reads' and the metrics endpoint's", keys(crbs))
+	if len(crbs) != 3 || crbs["cgo-consumergroup-operator-cluster-scoped"] == nil || crbs["cgo-consumergroup-operator-metrics-auth"] == nil ||
+		crbs["cgo-consumergroup-operator-node-agent"] == nil {
+		t.Errorf("ClusterRoleBindings %v, want only the cluster-scoped reads', the metrics endpoint's and the node agent's", keys(crbs))
 	}
 	checkClusterScopedRole(t, objs)
 	checkCredentialsRole(t, objs, "rocketmq-credentials")
@@ -314,11 +327,13 @@ func TestChartNonDefaults(t *testing.T) {
 	if !reflect.DeepEqual(inline.Rules, getSecrets) {
 		t.Errorf("the inline credentials ClusterRole grants %+v, want get on secrets", inline.Rules)
 	}
-	// The node Leases' Role and the credentials'; there is no leader election Role without leader election.
+	// The node Leases' Role, the credentials', and node mode's two; there is no leader election Role
+	// without leader election.
 	roles := find(objs, "Role")
 	var nodeLeases rbacv1.Role
-	if len(roles) != 2 || roles["cgo-consumergroup-operator-node-leases"] == nil || roles["cgo-consumergroup-operator-credentials"] == nil {
-		t.Fatalf("Roles %v, want only the node Leases' and the credentials'", keys(roles))
+	if len(roles) != 4 || roles["cgo-consumergroup-operator-node-leases"] == nil || roles["cgo-consumergroup-operator-credentials"] == nil ||
+		roles["cgo-consumergroup-operator-node-agent"] == nil || roles["cgo-consumergroup-operator-node-views"] == nil {
+		t.Fatalf("Roles %v, want only the node Leases', the credentials', the node agent's and the node views'", keys(roles))
 	}
 	as(t, roles["cgo-consumergroup-operator-node-leases"], &nodeLeases)
 	if nodeLeases.Namespace != "kube-node-lease" || len(nodeLeases.Rules) != 1 || !reflect.DeepEqual(nodeLeases.Rules[0].Resources, []string{"leases"}) ||
@@ -422,7 +437,7 @@ func TestChartCopiesConfig(t *testing.T) {
 
 // TestPackageChart packages the chart for a release and reads it back.
 func TestPackageChart(t *testing.T) {
-	path, err := packageChart(chartDir, "0.4.2", "registry.example/cg/consumergroup-operator", t.TempDir())
+	path, err := packageChart(chartDir, "0.4.2", "registry.example/cg", t.TempDir())
 	must(t, err)
 	ch, err := loader.Load(path)
 	must(t, err)
@@ -433,6 +448,9 @@ func TestPackageChart(t *testing.T) {
 	must(t, err)
 	if repo, _ := values.PathValue("image.repository"); repo != "registry.example/cg/consumergroup-operator" {
 		t.Errorf("packaged image.repository %v", repo)
+	}
+	if repo, _ := values.PathValue("nodeAgent.image.repository"); repo != "registry.example/cg/consumergroup-agent" {
+		t.Errorf("packaged nodeAgent.image.repository %v", repo)
 	}
 	if len(ch.CRDObjects()) != 2 {
 		t.Errorf("the package holds %d CRDs, want 2: ConsumerGroup's and ClusterNameServer's", len(ch.CRDObjects()))

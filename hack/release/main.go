@@ -21,8 +21,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
-// operatorRepository is the operator image's repository in config/manager and the chart's values.
-const operatorRepository = "ghcr.io/consumergroup-operator/consumergroup-operator"
+// operatorRepository is the operator image's repository in config/manager and the chart's values;
+// agentRepository the agent's, in config/nodeagent and the chart's values (nodeAgent.image).
+const (
+	operatorRepository = "ghcr.io/consumergroup-operator/consumergroup-operator"
+	agentRepository    = "ghcr.io/consumergroup-operator/consumergroup-agent"
+)
 
 // programs are the images a release ships: the binary's name in bin/, the image's, and where it runs from.
 var programs = []struct{ Binary, Image, Entrypoint string }{
@@ -95,7 +99,7 @@ func releaseManifests(f releaseFlags) {
 	path := filepath.Join(f.out, "install.yaml")
 	fatal(os.WriteFile(path, manifest, 0o644))
 	fmt.Println(path)
-	chart, err := packageChart(filepath.Join(f.root, "charts", "consumergroup-operator"), f.version, repository, f.out)
+	chart, err := packageChart(filepath.Join(f.root, "charts", "consumergroup-operator"), f.version, f.prefix, f.out)
 	fatal(err)
 	fmt.Println(chart)
 }
