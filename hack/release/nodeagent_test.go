@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 // nodeAgentPort is protocol.DefaultNodeAgentPort (this module does not import the operator's): the port
@@ -243,6 +245,8 @@ func TestNodeAgentInConfig(t *testing.T) {
 		t.Errorf("the node agent tolerates %+v, want every taint", a.ds.Spec.Template.Spec.Tolerations)
 	}
 
+	checkDocumentedMember(t, "http://"+a.svc.Name+"."+a.svc.Namespace+".svc:9443")
+
 	plain, err := kustomize(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
 	must(t, err)
 	objs := decodeAll(t, plain)
@@ -251,6 +255,39 @@ func TestNodeAgentInConfig(t *testing.T) {
 	}
 	if dep, _ := container(t, objs); nodeViewsNamespace(dep) != "" {
 		t.Errorf("config/default keeps node views in %q; node mode is opt-in", nodeViewsNamespace(dep))
+	}
+}
+
+// checkDocumentedMember checks the member pod of docs/install.md's node mode: NODE_AGENT is url, and
+// NODE_AGENT_TOKEN_FILE is the file of a projected token for the node agent's audience, mounted.
+func checkDocumentedMember(t *testing.T, url string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	must(t, err)
+	_, section, ok := strings.Cut(string(doc), "\n### Node mode\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/install.md has no yaml block in its section Node mode")
+	}
+	var pod corev1.Pod
+	must(t, yaml.Unmarshal([]byte(block), &pod))
+	if len(pod.Spec.InitContainers) != 1 || len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Projected == nil ||
+		len(pod.Spec.Volumes[0].Projected.Sources) != 1 || pod.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken == nil {
+		t.Fatalf("docs/install.md's node mode pod %+v, want one container and a projected service account token", pod.Spec)
+	}
+	c, v := pod.Spec.InitContainers[0], pod.Spec.Volumes[0]
+	token := v.Projected.Sources[0].ServiceAccountToken
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == v.Name && env["NODE_AGENT_TOKEN_FILE"] == m.MountPath+"/"+token.Path
+	})
+	if env["NODE_AGENT"] != url || !mounted || token.Audience != "consumergroup-node-agent" || ptr.Deref(token.ExpirationSeconds, 0) != 3600 {
+		t.Errorf("docs/install.md's node mode pod: NODE_AGENT %q (want %s), NODE_AGENT_TOKEN_FILE %q mounted %v, token %+v (want audience consumergroup-node-agent, 3600 s)",
+			env["NODE_AGENT"], url, env["NODE_AGENT_TOKEN_FILE"], mounted, token)
 	}
 }
 
