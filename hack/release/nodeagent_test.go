@@ -118,6 +118,7 @@ func (a nodeAgent) check(t *testing.T, image string) {
 		t.Errorf("the node agent's token is not mounted (%v): it needs it for its TokenReviews and its node view", pod.AutomountServiceAccountToken)
 	}
 	checkRestricted(t, "the node agent", pod)
+	checkRestricted(t, "the operator", a.operator.Spec.Template.Spec)
 	if len(pod.Containers) != 1 {
 		t.Fatalf("the node agent runs %d containers, want 1", len(pod.Containers))
 	}
