@@ -292,8 +292,8 @@ func TestChartNonDefaults(t *testing.T) {
 
 	// Namespaced RBAC: the manager's rules and, with inline name servers, get on Secrets bound in each
 	// watched namespace; the cluster-scoped reads cluster-wide; the credentials Role in its namespace;
-	// the node agent's Role, and the operator's on the node views, in the release namespace (which is
-	// not watched); and no leader election Role (TestNodeAgentInChart checks the node agent's).
+	// the node agent's Role, and the manager's rules, for the node views, in the release namespace (which
+	// is not watched); and no leader election Role (TestNodeAgentInChart checks the node agent's).
 	bindings := map[string]string{}
 	for _, o := range objs {
 		if o.GetKind() == "RoleBinding" {
@@ -310,7 +310,7 @@ func TestChartNonDefaults(t *testing.T) {
 		"kube-node-lease/cgo-consumergroup-operator-node-leases":      "Role/cgo-consumergroup-operator-node-leases",
 		"rocketmq-credentials/cgo-consumergroup-operator-credentials": "Role/cgo-consumergroup-operator-credentials",
 		"ops/cgo-consumergroup-operator-node-agent":                   "Role/cgo-consumergroup-operator-node-agent",
-		"ops/cgo-consumergroup-operator-node-views":                   "Role/cgo-consumergroup-operator-node-views",
+		"ops/cgo-consumergroup-operator-manager":                      "ClusterRole/cgo-consumergroup-operator-manager",
 	}
 	if !reflect.DeepEqual(bindings, want) {
 		t.Errorf("RoleBindings %v, want %v", bindings, want)
@@ -327,13 +327,13 @@ func TestChartNonDefaults(t *testing.T) {
 	if !reflect.DeepEqual(inline.Rules, getSecrets) {
 		t.Errorf("the inline credentials ClusterRole grants %+v, want get on secrets", inline.Rules)
 	}
-	// The node Leases' Role, the credentials', and node mode's two; there is no leader election Role
+	// The node Leases' Role, the credentials', and the node agent's; there is no leader election Role
 	// without leader election.
 	roles := find(objs, "Role")
 	var nodeLeases rbacv1.Role
-	if len(roles) != 4 || roles["cgo-consumergroup-operator-node-leases"] == nil || roles["cgo-consumergroup-operator-credentials"] == nil ||
-		roles["cgo-consumergroup-operator-node-agent"] == nil || roles["cgo-consumergroup-operator-node-views"] == nil {
-		t.Fatalf("Roles %v, want only the node Leases', the credentials', the node agent's and the node views'", keys(roles))
+	if len(roles) != 3 || roles["cgo-consumergroup-operator-node-leases"] == nil || roles["cgo-consumergroup-operator-credentials"] == nil ||
+		roles["cgo-consumergroup-operator-node-agent"] == nil {
+		t.Fatalf("Roles %v, want only the node Leases', the credentials' and the node agent's", keys(roles))
 	}
 	as(t, roles["cgo-consumergroup-operator-node-leases"], &nodeLeases)
 	if nodeLeases.Namespace != "kube-node-lease" || len(nodeLeases.Rules) != 1 || !reflect.DeepEqual(nodeLeases.Rules[0].Resources, []string{"leases"}) ||

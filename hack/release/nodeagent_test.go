@@ -330,12 +330,7 @@ func TestNodeAgentInChart(t *testing.T) {
 	if !reflect.DeepEqual(chart.svc.Spec.Ports, config.svc.Spec.Ports) || !reflect.DeepEqual(chart.svc.Spec.InternalTrafficPolicy, config.svc.Spec.InternalTrafficPolicy) {
 		t.Errorf("the chart's node agent Service %+v differs from config/nodeagent's %+v", chart.svc.Spec, config.svc.Spec)
 	}
-	// The operator's ClusterRole lets it write the node views in the release namespace: no Role for them.
-	if r := find(ch, "Role")["cgo-consumergroup-operator-node-views"]; r != nil {
-		t.Errorf("a node views Role without watchNamespaces")
-	}
-
-	// The non-default values: the agent's own, and watchNamespaces that leave the release namespace out.
+	// The non-default values.
 	objs = renderChart(t, nonDefaultValues, "ops")
 	a := nodeAgentOf(t, objs)
 	a.check(t, "registry.example/cg/agent:1.2.3")
@@ -347,32 +342,23 @@ func TestNodeAgentInChart(t *testing.T) {
 		t.Errorf("the node agent's values did not land: pull %s, args %q, memory limit %s, tolerations %+v, node selector %v, priority class %q",
 			c.ImagePullPolicy, c.Args, c.Resources.Limits.Memory(), pod.Tolerations, pod.NodeSelector, pod.PriorityClassName)
 	}
-	// The operator may write ConfigMaps in the release namespace, as role.yaml lets it in the watched ones.
-	var generated rbacv1.ClusterRole
-	readYAML(t, filepath.Join(root, "config", "rbac", "role.yaml"), &generated)
-	var want []rbacv1.PolicyRule
-	for _, r := range generated.Rules {
-		if slices.Contains(r.Resources, "configmaps") {
-			want = append(want, rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: []string{"configmaps"}, Verbs: r.Verbs})
+	// The operator caches the release namespace, where it keeps the node views, as a watched one: its
+	// rules are bound there too, once, whether or not watchNamespaces name it.
+	for _, watched := range [][]any{{"orders", "payments"}, {"orders", "ops"}} {
+		objs := renderChart(t, map[string]any{"nodeAgent": map[string]any{"enabled": true}, "watchNamespaces": watched}, "ops")
+		var bindings []rbacv1.RoleBinding
+		for _, o := range objs {
+			if o.GetKind() == "RoleBinding" && o.GetNamespace() == "ops" && o.GetName() == "cgo-consumergroup-operator-manager" {
+				var b rbacv1.RoleBinding
+				as(t, o, &b)
+				bindings = append(bindings, b)
+			}
 		}
-	}
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
-	as(t, find(objs, "Role")["cgo-consumergroup-operator-node-views"], &role)
-	for _, o := range objs {
-		if o.GetKind() == "RoleBinding" && o.GetName() == "cgo-consumergroup-operator-node-views" {
-			as(t, o, &binding)
+		dep, _ := container(t, objs)
+		operator := []rbacv1.Subject{{Kind: "ServiceAccount", Name: dep.Spec.Template.Spec.ServiceAccountName, Namespace: "ops"}}
+		if len(bindings) != 1 || bindings[0].RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cgo-consumergroup-operator-manager"}) ||
+			!reflect.DeepEqual(bindings[0].Subjects, operator) {
+			t.Errorf("watching %v: the manager's RoleBindings in the release namespace %+v, want one, of its ClusterRole to %+v", watched, bindings, operator)
 		}
-	}
-	operator := []rbacv1.Subject{{Kind: "ServiceAccount", Name: a.operator.Spec.Template.Spec.ServiceAccountName, Namespace: "ops"}}
-	if len(want) == 0 || role.Namespace != "ops" || !reflect.DeepEqual(role.Rules, want) || binding.Namespace != "ops" ||
-		binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) || !reflect.DeepEqual(binding.Subjects, operator) {
-		t.Errorf("the node views Role %s/%s grants %+v, bound %+v; want role.yaml's %+v on configmaps, bound to %+v in ops",
-			role.Namespace, role.Name, role.Rules, binding, want, operator)
-	}
-	// A watched release namespace needs none.
-	withOwn := renderChart(t, map[string]any{"nodeAgent": map[string]any{"enabled": true}, "watchNamespaces": []any{"orders", "ops"}}, "ops")
-	if r := find(withOwn, "Role")["cgo-consumergroup-operator-node-views"]; r != nil {
-		t.Errorf("a node views Role though the release namespace is watched")
 	}
 }
