@@ -1,5 +1,7 @@
 package protocol
 
+import "k8s.io/apimachinery/pkg/types"
+
 // The node agent's API (docs/protocol.md, node mode). A member in node mode asks the agent on its node,
 // every quarter of its contact timeout, to confirm the view it holds; the agent answers each request with
 // the first read of its node view that it sent after the request arrived.
@@ -18,9 +20,15 @@ const (
 
 // NodeAgentConfirmRequest asks the agent to confirm that the member's view of its group's assignment,
 // at Generation, is current. The pod is the one the token is bound to.
+//
+// GroupUID is the UID of the group incarnation the view holds (the index's controller): generations
+// only compare within one incarnation. A member whose watch stopped while its group was deleted and
+// created again holds a high generation of the old incarnation; without the UID, a line of the new one,
+// whose generations start again from 1, would confirm it.
 type NodeAgentConfirmRequest struct {
-	Group      string `json:"group"`
-	Generation int64  `json:"generation"`
+	Group      string    `json:"group"`
+	GroupUID   types.UID `json:"groupUID"`
+	Generation int64     `json:"generation"`
 }
 
 // NodeAgentConfirmResponse is the agent's answer. Confirmed is true only when a read of the node view
