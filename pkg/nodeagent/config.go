@@ -1,0 +1,93 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Config's optional fields.
+const (
+	DefaultMinReadInterval = time.Second
+	DefaultReadTimeout     = 5 * time.Second
+	DefaultTokenCacheTTL   = 10 * time.Minute
+	DefaultMaxIdentities   = 4096
+	DefaultMaxWaiting      = 4096
+)
+
+// Config says which node an agent serves and how it reads.
+type Config struct {
+	// Node is the node the agent runs on: it reads that node's view, and serves only pods on it.
+	Node string
+	// Namespace is the namespace of the node views: the operator's.
+	Namespace string
+	// Client reads the node view and reviews tokens.
+	Client kubernetes.Interface
+	// Clock is the agent's clock; the real one when nil.
+	Clock clock.Clock
+	// MinReadInterval is the shortest time between two reads of the node view: the cost of the agent to
+	// the API server, and up to how long a request waits; DefaultMinReadInterval when zero.
+	MinReadInterval time.Duration
+	// ReadTimeout bounds one read of the node view; DefaultReadTimeout when zero. The requests it answers
+	// wait for it, so a hung read answers them "not confirmed" once it ends rather than never.
+	ReadTimeout time.Duration
+	// TokenCacheTTL is how long a token, once reviewed, is trusted without another review (never past its
+	// expiry); DefaultTokenCacheTTL when zero.
+	TokenCacheTTL time.Duration
+	// MaxIdentities bounds the reviewed tokens kept (the oldest go first); DefaultMaxIdentities when zero.
+	MaxIdentities int
+	// MaxWaiting bounds the requests waiting for a read; one more is refused with 503.
+	// DefaultMaxWaiting when zero.
+	MaxWaiting int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.MinReadInterval == 0 {
+		c.MinReadInterval = DefaultMinReadInterval
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.TokenCacheTTL == 0 {
+		c.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	if c.MaxIdentities == 0 {
+		c.MaxIdentities = DefaultMaxIdentities
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = DefaultMaxWaiting
+	}
+	return c
+}
+
+// validate names every missing or malformed field at once.
+func (c Config) validate() error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("the node name is required"))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, errors.New("the namespace of the node views is required"))
+	}
+	if c.Client == nil {
+		errs = append(errs, errors.New("a Kubernetes client is required"))
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"minimum read interval", c.MinReadInterval}, {"read timeout", c.ReadTimeout}, {"token cache TTL", c.TokenCacheTTL}} {
+		if d.value < 0 {
+			errs = append(errs, fmt.Errorf("the %s %v must not be negative", d.name, d.value))
+		}
+	}
+	if c.MaxIdentities < 0 || c.MaxWaiting < 0 {
+		errs = append(errs, fmt.Errorf("the bounds (%d identities, %d waiting requests) must not be negative", c.MaxIdentities, c.MaxWaiting))
+	}
+	return errors.Join(errs...)
+}
