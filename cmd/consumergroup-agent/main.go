@@ -13,6 +13,11 @@
 // `consumergroup-agent probe [-listen addr]` is its liveness probe, for an exec probe: it exits 1 unless
 // /healthz answers 200.
 //
+// `consumergroup-agent node [-node NAME] [-namespace NS] [-listen ADDR] [-min-read-interval 1s]` is the
+// node agent of node mode instead (package nodeagent), one per node, run by a DaemonSet: it answers the
+// confirmation requests of the members on its node with reads of the node's view. It reads NODE_NAME,
+// POD_NAMESPACE and HOST_IP from the environment, and listens on $(HOST_IP):9443 by default.
+//
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.
 //
 // The API has no authentication: whoever reaches it can acknowledge for the consumer or drain the pod. It
@@ -47,6 +52,14 @@ func main() {
 	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == probeCommand {
 		os.Exit(probe(ctx, os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == nodeCommand {
+		if err := runNode(ctx, os.Args[2:], os.Getenv, os.Stderr); err != nil {
+			klog.ErrorS(err, "Node agent failed")
+			klog.Flush()
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(ctx, flag.CommandLine, os.Args[1:]); err != nil {
 		klog.ErrorS(err, "Agent failed")
