@@ -3,7 +3,9 @@ package member
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +22,11 @@ const (
 	EnvPodUID        = "POD_UID"
 	EnvConsumerGroup = "CONSUMER_GROUP"
 	EnvMemberID      = "MEMBER_ID"
+	// EnvNodeAgent and EnvNodeAgentTokenFile set node mode: the agent's URL (such as
+	// "http://$(HOST_IP):9443") and the file of the pod's token for it (a projected service account
+	// token).
+	EnvNodeAgent          = "NODE_AGENT"
+	EnvNodeAgentTokenFile = "NODE_AGENT_TOKEN_FILE"
 )
 
 // DefaultDrainAckTimeout is how long Drain waits for the application to acknowledge the release of its
@@ -62,10 +69,22 @@ type Config struct {
 	ContactTimeout, StopTimeout time.Duration
 	// Clock is the client's clock; the real one when nil. Tests set a fake one.
 	Clock clock.WithTickerAndDelayedExecution
+	// NodeAgent is the base URL of the node agent on the pod's node, such as "http://10.0.0.5:9443": the
+	// member then confirms its view by asking the agent, which reads one ConfigMap a second for every
+	// member on the node, instead of reading the assignment's metadata itself (node mode,
+	// docs/protocol.md). Empty for per-member mode. A member whose first request cannot reach the agent
+	// runs in per-member mode for the rest of its life.
+	NodeAgent string
+	// NodeAgentTokenFile is the file that holds the pod's token for the agent (protocol.
+	// NodeAgentAudience), bound to the pod. It is read anew for every request: the kubelet rotates it.
+	NodeAgentTokenFile string
+	// NodeAgentToken returns the token for the agent; when nil, it reads NodeAgentTokenFile.
+	NodeAgentToken func() (string, error)
 }
 
-// ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID
-// (optional; the pod name by default). The caller may then set the durations and AutoAck.
+// ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP, MEMBER_ID
+// (optional; the pod name by default), and NODE_AGENT and NODE_AGENT_TOKEN_FILE (optional; node mode).
+// The caller may then set the durations and AutoAck.
 func ConfigFromEnv() (Config, error) {
 	cfg := Config{
 		Namespace: os.Getenv(EnvPodNamespace),
@@ -73,6 +92,9 @@ func ConfigFromEnv() (Config, error) {
 		Pod:       os.Getenv(EnvPodName),
 		PodUID:    types.UID(os.Getenv(EnvPodUID)),
 		MemberID:  os.Getenv(EnvMemberID),
+
+		NodeAgent:          os.Getenv(EnvNodeAgent),
+		NodeAgentTokenFile: os.Getenv(EnvNodeAgentTokenFile),
 	}
 	return cfg, cfg.withDefaults().validate()
 }
@@ -99,7 +121,26 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
+	if c.NodeAgent != "" && c.NodeAgentToken == nil && c.NodeAgentTokenFile != "" {
+		c.NodeAgentToken = tokenFromFile(c.NodeAgentTokenFile)
+	}
 	return c
+}
+
+// tokenFromFile reads the token in path on each call: the kubelet rewrites the file before the token
+// expires.
+func tokenFromFile(path string) func() (string, error) {
+	return func() (string, error) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("reading the node agent token: %w", err)
+		}
+		token := strings.TrimSpace(string(raw))
+		if token == "" {
+			return "", fmt.Errorf("the node agent token file %s is empty", path)
+		}
+		return token, nil
+	}
 }
 
 // validate names every missing or malformed field at once, with the environment variable that sets it.
@@ -136,11 +177,33 @@ func (c Config) validate() error {
 	if c.contactFencing() && c.ContactTimeout+c.StopTimeout > protocol.MaxStopsWithin {
 		errs = append(errs, fmt.Errorf("contact timeout %v plus stop timeout %v must not exceed %v", c.ContactTimeout, c.StopTimeout, protocol.MaxStopsWithin))
 	}
+	if c.NodeAgent != "" {
+		errs = append(errs, c.validateNodeAgent()...)
+	}
 	if c.contactFencing() && c.ContactTimeout < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("contact timeout %v must be at least 100ms", c.ContactTimeout))
 	}
 	return errors.Join(errs...)
 }
+
+// validateNodeAgent checks node mode's settings.
+func (c Config) validateNodeAgent() []error {
+	var errs []error
+	u, err := url.Parse(c.NodeAgent)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		errs = append(errs, fmt.Errorf("node agent %q is not an http or https URL with a host (environment variable %s)", c.NodeAgent, EnvNodeAgent))
+	}
+	if c.NodeAgentToken == nil {
+		errs = append(errs, fmt.Errorf("node mode needs the pod's token for the node agent: NodeAgentTokenFile is required (environment variable %s)", EnvNodeAgentTokenFile))
+	}
+	if !c.contactFencing() {
+		errs = append(errs, errors.New("node mode confirms the view for contact fencing, which a negative contact timeout turns off"))
+	}
+	return errs
+}
+
+// nodeMode reports whether the member asks a node agent to confirm its view.
+func (c Config) nodeMode() bool { return c.NodeAgent != "" }
 
 // contactFencing reports whether the member fences itself when it cannot confirm its view.
 func (c Config) contactFencing() bool { return c.ContactTimeout > 0 }

@@ -1,6 +1,8 @@
 package member_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +54,64 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Errorf("New accepted a lease duration of %v", tc.d)
 			}
 		})
+	}
+}
+
+func TestNodeModeConfig(t *testing.T) {
+	for _, name := range []string{member.EnvPodName, member.EnvPodNamespace, member.EnvPodUID, member.EnvConsumerGroup} {
+		t.Setenv(name, "x")
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	tests := []struct {
+		name      string
+		agent     string
+		tokenFile string
+		err       []string
+	}{
+		{"per-member mode", "", "", nil},
+		{"node mode", "http://10.0.0.5:9443", tokenFile, nil},
+		{"no token file", "http://10.0.0.5:9443", "", []string{member.EnvNodeAgentTokenFile}},
+		{"not a URL", "10.0.0.5:9443", tokenFile, []string{"not an http or https URL", member.EnvNodeAgent}},
+		{"no host", "http://:9443", tokenFile, []string{"not an http or https URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(member.EnvNodeAgent, tt.agent)
+			t.Setenv(member.EnvNodeAgentTokenFile, tt.tokenFile)
+			cfg, err := member.ConfigFromEnv()
+			if len(tt.err) == 0 {
+				if err != nil || cfg.NodeAgent != tt.agent || cfg.NodeAgentTokenFile != tt.tokenFile {
+					t.Fatalf("ConfigFromEnv = %+v, %v", cfg, err)
+				}
+				return
+			}
+			for _, want := range tt.err {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("ConfigFromEnv returned %v, want an error containing %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// The token file is read anew for each request: the kubelet rotates the token in place.
+func TestNodeAgentTokenIsReadFromItsFileEachTime(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	c, err := member.New(nil, member.Config{Namespace: "shop", Group: "orders", Pod: "p", PodUID: "u",
+		NodeAgent: "http://10.0.0.5:9443", NodeAgentTokenFile: tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := c.Config().NodeAgentToken
+	if _, err := token(); err == nil {
+		t.Fatal("a missing token file gave a token")
+	}
+	for _, want := range []string{"first", "rotated"} {
+		if err := os.WriteFile(tokenFile, []byte(want+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := token(); err != nil || got != want {
+			t.Fatalf("token() = %q, %v; want %q", got, err, want)
+		}
 	}
 }
