@@ -148,7 +148,11 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 	c.view = newAssignmentView(cs, cfg, c.evaluate)
 	c.lease = newLeaseKeeper(cs, cfg, c)
 	if cfg.contactFencing() {
-		c.contact = newContactFence(cfg, c.view.confirm, c.evaluate)
+		confirm := c.view.confirm
+		if cfg.nodeMode() {
+			confirm = newNodeConfirmer(cfg, c.view).confirm
+		}
+		c.contact = newContactFence(cfg, confirm, c.evaluate)
 	}
 	return c, nil
 }

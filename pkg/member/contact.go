@@ -20,6 +20,8 @@ import (
 type contactFence struct {
 	clock   clock.WithTickerAndDelayedExecution
 	timeout time.Duration
+	// attemptTimeout bounds one confirmation.
+	attemptTimeout time.Duration
 	// confirm says whether the view is current as of a read sent now; changed is called, with no lock
 	// held, when the member becomes fenced or stops being fenced.
 	confirm func(context.Context) (bool, error)
@@ -36,7 +38,24 @@ type contactFence struct {
 }
 
 func newContactFence(cfg Config, confirm func(context.Context) (bool, error), changed func()) *contactFence {
-	return &contactFence{clock: cfg.Clock, timeout: cfg.ContactTimeout, confirm: confirm, changed: changed}
+	return &contactFence{clock: cfg.Clock, timeout: cfg.ContactTimeout, attemptTimeout: attemptTimeout(cfg), confirm: confirm, changed: changed}
+}
+
+// attemptTimeout bounds one confirmation. A read of the member's own is bounded by the interval between
+// them. A node agent answers with a read it sends up to its read interval (a second) after the request
+// arrives, and the answer still counts from when the member sent the request: it is given two intervals
+// and a second more.
+func attemptTimeout(cfg Config) time.Duration {
+	interval := protocol.ContactInterval(cfg.ContactTimeout)
+	if cfg.nodeMode() {
+		return 2*interval + time.Second
+	}
+	return perMemberAttemptTimeout(interval)
+}
+
+// perMemberAttemptTimeout bounds a confirmation by the member's own read.
+func perMemberAttemptTimeout(interval time.Duration) time.Duration {
+	return max(interval, 100*time.Millisecond)
 }
 
 // status is whether the member may read at now, and why not.
@@ -69,7 +88,7 @@ func (f *contactFence) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var failing bool
 	for {
-		ok, err := f.attempt(ctx, interval)
+		ok, err := f.attempt(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -88,10 +107,12 @@ func (f *contactFence) run(ctx context.Context) {
 	}
 }
 
-// attempt sends one confirming read, bounded by interval, and records what it showed.
-func (f *contactFence) attempt(ctx context.Context, interval time.Duration) (bool, error) {
+// attempt sends one confirming read, bounded by attemptTimeout, and records what it showed. A
+// confirmation counts from sentAt, taken before the read (or the request to the node agent) is sent,
+// however long the answer takes.
+func (f *contactFence) attempt(ctx context.Context) (bool, error) {
 	sentAt := f.clock.Now()
-	readCtx, cancel := context.WithTimeout(ctx, max(interval, 100*time.Millisecond))
+	readCtx, cancel := context.WithTimeout(ctx, f.attemptTimeout)
 	ok, err := f.confirm(readCtx)
 	cancel()
 	wasFresh, until := f.record(sentAt, ok, err)

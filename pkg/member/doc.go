@@ -23,6 +23,15 @@
 // A preStop hook calls Drain, which returns once the operator has released the pod's queues and the
 // member's Lease claims none: from then on the member reads nothing until its process restarts.
 //
+// # Node mode
+//
+// With Config.NodeAgent set, the member confirms its view (contact fencing) by asking the node agent on
+// its node (package nodeagent) instead of reading the assignment's metadata itself: the agent answers
+// every member on the node with one read a second. The member says which generation its view holds
+// (view.go, held), and the agent confirms when its node view asks for no later one. A member whose first
+// request finds no agent confirms with its own reads for the rest of its life; once an agent has
+// answered, only the agent confirms (nodemode.go).
+//
 // # Phases
 //
 // A member is in one of six phases (state.go), and one function, decide, says which comes next. Each time

@@ -88,7 +88,13 @@ const (
 // configuration; clientset overrides the admin client when not nil.
 func startMember(t testing.TB, ns string, tweak func(*member.Config), clientset kubernetes.Interface) testMember {
 	t.Helper()
-	pod := newPod(t, ns, podName)
+	return startMemberOf(t, newPod(t, ns, podName), tweak, clientset)
+}
+
+// startMemberOf runs a client for pod, in group, until the test ends.
+func startMemberOf(t testing.TB, pod *corev1.Pod, tweak func(*member.Config), clientset kubernetes.Interface) testMember {
+	t.Helper()
+	ns := pod.Namespace
 	cfg := member.Config{
 		Namespace:     ns,
 		Group:         group,

@@ -298,6 +298,32 @@ func (v *assignmentView) confirm(ctx context.Context) (bool, error) {
 	return resolved, nil
 }
 
+// heldView is what the view can vouch for to a node agent: the group incarnation and the generation
+// such that every assignment of that incarnation, up to that generation, has reached the view.
+type heldView struct {
+	// published is false while the view holds no assignment ConfigMap.
+	published  bool
+	groupUID   types.UID
+	generation int64
+}
+
+// held is what the view can vouch for; ok is false before the index has been read. While the shard that
+// holds the pod's entry lags behind the index (resolveLocked keeps the view so far), the generation is
+// that of the entry in force, not the index's: a later generation has not reached the view whole, and
+// the agent must not count it as seen.
+func (v *assignmentView) held() (h heldView, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.synced {
+		return heldView{}, false
+	}
+	entry, resolved := protocol.ViewEntry(v.group, v.index, v.shard.cm, v.shard.read, v.pod, v.podUID)
+	if !resolved {
+		entry = v.entry
+	}
+	return heldView{published: entry.Exists, groupUID: entry.GroupUID, generation: entry.Generation}, true
+}
+
 func resourceVersionOf(cm *corev1.ConfigMap) string {
 	if cm == nil {
 		return ""

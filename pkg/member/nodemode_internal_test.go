@@ -1,0 +1,163 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+const (
+	testGroup    = "orders"
+	testPod      = "consumer-0"
+	testGroupUID = types.UID("group-uid-1")
+)
+
+// assignmentConfigMap is a ConfigMap of group testGroup at generation gen, owned by the group: the index
+// (with shards when above 1) or, with entries, a shard.
+func assignmentConfigMap(name string, gen int64, shards int, entries map[string]string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, ResourceVersion: strconv.FormatInt(gen, 10),
+			Annotations: map[string]string{protocol.GenerationAnnotation: strconv.FormatInt(gen, 10)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: protocol.GroupAPIVersion, Kind: protocol.GroupKind,
+				Name: testGroup, UID: testGroupUID, Controller: ptr.To(true)}}},
+		Data: entries,
+	}
+	if shards > 1 {
+		cm.Annotations[protocol.ShardsAnnotation] = strconv.Itoa(shards)
+	}
+	return cm
+}
+
+func entryOf(gen int64) map[string]string {
+	return map[string]string{testPod: string(protocol.NewEntry(testPod, "pod-uid", gen, nil).Encode())}
+}
+
+// TestHeldGeneration: the generation a member vouches for to its node agent is one whose assignment, and
+// every earlier one, has reached its view whole.
+func TestHeldGeneration(t *testing.T) {
+	shard := protocol.ShardName(testGroup, protocol.ShardOf(testPod, 2))
+	inForceAt2 := protocol.EntryView{Exists: true, GroupUID: testGroupUID, Generation: 2}
+	tests := []struct {
+		name   string
+		view   *assignmentView
+		want   heldView
+		wantOK bool
+	}{
+		{"not synced", &assignmentView{}, heldView{}, false},
+		{"no assignment", &assignmentView{synced: true}, heldView{}, true},
+		{"the index's generation", &assignmentView{synced: true, index: assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 1, entryOf(3))},
+			heldView{published: true, groupUID: testGroupUID, generation: 3}, true},
+		{"a shard as new as the index", &assignmentView{synced: true, index: assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 2, nil),
+			shard: shardWatch{name: shard, read: true, cm: assignmentConfigMap(shard, 3, 1, entryOf(3))}},
+			heldView{published: true, groupUID: testGroupUID, generation: 3}, true},
+		{"a shard behind the index: the entry in force", &assignmentView{synced: true, index: assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 2, nil),
+			shard: shardWatch{name: shard, read: true, cm: assignmentConfigMap(shard, 2, 1, entryOf(2))}, entry: inForceAt2},
+			heldView{published: true, groupUID: testGroupUID, generation: 2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := tt.view
+			v.group, v.pod, v.podUID = testGroup, testPod, "pod-uid"
+			got, ok := v.held()
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("held = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// fakeAgent answers confirmation requests with status and answer, and records the last request.
+func fakeAgent(t *testing.T, status int, answer protocol.NodeAgentConfirmResponse) (*httptest.Server, *atomic.Pointer[protocol.NodeAgentConfirmRequest]) {
+	t.Helper()
+	var last atomic.Pointer[protocol.NodeAgentConfirmRequest]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != protocol.NodeAgentConfirmPath || r.Header.Get("Authorization") != "Bearer the-token" {
+			http.NotFound(w, r)
+			return
+		}
+		var req protocol.NodeAgentConfirmRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		last.Store(&req)
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &last
+}
+
+// TestNodeConfirmerMode: a member settles its mode at its first request. No agent at the address (a
+// refused connection, or 404) makes it a per-member member for good; any answer of an agent, even a
+// refusal, keeps it in node mode, where only the agent confirms.
+func TestNodeConfirmerMode(t *testing.T) {
+	confirmed := protocol.NodeAgentConfirmResponse{Confirmed: true}
+	refused := protocol.NodeAgentConfirmResponse{Reason: "the token is not for audience consumergroup-node-agent"}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	tests := []struct {
+		name      string
+		status    int
+		answer    protocol.NodeAgentConfirmResponse
+		url       string // when not "", instead of the fake agent's
+		mode      confirmMode
+		confirmed bool
+		err       string
+	}{
+		{"confirmed", http.StatusOK, confirmed, "", modeNode, true, ""},
+		{"not confirmed", http.StatusOK, protocol.NodeAgentConfirmResponse{Reason: "must see generation 4"}, "", modeNode, false, "did not confirm generation 3: must see generation 4"},
+		{"a refused token", http.StatusUnauthorized, refused, "", modeNode, false, "401 Unauthorized: the token is not for audience"},
+		{"no agent at the address: 404", http.StatusOK, confirmed, "/elsewhere", modePerMember, true, ""},
+		{"nothing listens at the address", http.StatusOK, confirmed, closed.URL, modePerMember, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, last := fakeAgent(t, tt.status, tt.answer)
+			url := agent.URL
+			if strings.HasPrefix(tt.url, "/") {
+				url += tt.url
+			} else if tt.url != "" {
+				url = tt.url
+			}
+			index := assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 1, entryOf(3))
+			cfg := Config{Namespace: "shop", Group: testGroup, Pod: testPod, PodUID: "pod-uid", NodeAgent: url,
+				NodeAgentToken: func() (string, error) { return "the-token", nil }}.withDefaults()
+			view := newAssignmentView(fake.NewClientset(index), cfg, func() {})
+			view.synced, view.index = true, index
+			n := newNodeConfirmer(cfg, view)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+
+			ok, err := n.confirm(ctx)
+			if ok != tt.confirmed || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("confirm = %v, %v; want %v with an error containing %q", ok, err, tt.confirmed, tt.err)
+			}
+			if got := confirmMode(n.mode.Load()); got != tt.mode {
+				t.Fatalf("mode %d, want %d", got, tt.mode)
+			}
+			if tt.mode == modeNode {
+				want := protocol.NodeAgentConfirmRequest{Group: testGroup, GroupUID: testGroupUID, Generation: 3}
+				if got := last.Load(); got == nil || *got != want {
+					t.Fatalf("the agent was asked %+v, want %+v", got, want)
+				}
+				// An agent gone after its first answer is a failure, not a switch.
+				agent.Close()
+				if ok, err := n.confirm(ctx); ok || err == nil || confirmMode(n.mode.Load()) != modeNode {
+					t.Fatalf("with the agent gone: confirm = %v, %v, mode %d", ok, err, n.mode.Load())
+				}
+			}
+		})
+	}
+}
