@@ -18,7 +18,8 @@
 // confirmation requests of the members on its node with reads of the node's view. It reads NODE_NAME,
 // POD_NAMESPACE and HOST_IP from the environment, and listens on $(HOST_IP):9443 by default.
 //
-// It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment.
+// It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment, and
+// NODE_AGENT and NODE_AGENT_TOKEN_FILE, which make the member confirm its view through the node agent.
 //
 // The API has no authentication: whoever reaches it can acknowledge for the consumer or drain the pod. It
 // listens on loopback only, unless -allow-non-loopback says otherwise.
