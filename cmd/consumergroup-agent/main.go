@@ -15,8 +15,9 @@
 //
 // `consumergroup-agent node [-node NAME] [-namespace NS] [-listen ADDR] [-min-read-interval 1s]` is the
 // node agent of node mode instead (package nodeagent), one per node, run by a DaemonSet: it answers the
-// confirmation requests of the members on its node with reads of the node's view. It reads NODE_NAME,
-// POD_NAMESPACE and HOST_IP from the environment, and listens on $(HOST_IP):9443 by default.
+// confirmation requests of the members on its node with reads of the node's view. It reads NODE_NAME and
+// POD_NAMESPACE from the environment, and listens on :9443 by default (members reach it through a Service
+// with internalTrafficPolicy Local), or on $(HOST_IP):9443 when HOST_IP is set.
 //
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment, and
 // NODE_AGENT and NODE_AGENT_TOKEN_FILE, which make the member confirm its view through the node agent.
@@ -74,7 +75,8 @@ func run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8089", "address to serve the HTTP API on: a loopback address or localhost, unless -"+allowNonLoopbackFlag+" is set")
 	allowNonLoopback := fs.Bool(allowNonLoopbackFlag, false, "allow -listen on an address other than loopback; the API has no authentication, so anyone who reaches it can acknowledge for the consumer or drain the pod")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; the pod's service account when empty")
-	leaseDuration := fs.Duration("lease-duration", protocol.DefaultLeaseDuration, "the member Lease's duration (whole seconds); it is renewed every third of it, and the consumer must stop reading within the last third once it cannot be")
+	leaseDuration := fs.Duration("lease-duration", 0, "the member Lease's duration (whole seconds); it is renewed every third of it, and the consumer must stop reading within the last third once it cannot be. "+
+		"0, the default: 60s, or 10m in node mode ($NODE_AGENT)")
 	maxClockSkew := fs.Duration("max-clock-skew", protocol.DefaultMaxClockSkew, "how far this pod's clock may differ from the operator's and other pods'; the same value as the operator's --max-clock-skew")
 	autoAck := fs.Bool("auto-ack", false, "acknowledge each assignment as soon as it is read, for consumers that never call /v1/ack")
 	drainAckTimeout := fs.Duration("drain-ack-timeout", member.DefaultDrainAckTimeout, "how long a drain waits for the consumer to acknowledge the release of its queues before acknowledging it")

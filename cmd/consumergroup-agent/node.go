@@ -38,19 +38,20 @@ type nodeOptions struct {
 }
 
 // parseNodeFlags reads the node agent's settings from args, with defaults from getenv. It refuses to go
-// on without a node name or a namespace, or without an address to listen on: the agent's port is on its
-// node's IP, which only the environment knows.
+// on without a node name or a namespace. It listens on every address of its pod, where the Service with
+// internalTrafficPolicy Local that members call sends them, or on $HOST_IP when that is set (a pod on the
+// host's network).
 func parseNodeFlags(args []string, getenv func(string) string, out io.Writer) (nodeOptions, error) {
 	fs := flag.NewFlagSet(nodeCommand, flag.ContinueOnError)
 	fs.SetOutput(out)
 	var o nodeOptions
-	listenDefault := ""
+	listenDefault := ":" + strconv.Itoa(protocol.DefaultNodeAgentPort)
 	if ip := getenv(envHostIP); ip != "" {
 		listenDefault = net.JoinHostPort(ip, strconv.Itoa(protocol.DefaultNodeAgentPort))
 	}
 	fs.StringVar(&o.node, "node", getenv(envNodeName), "the node the agent serves: it reads that node's view and answers only pods on it; $"+envNodeName+" by default")
 	fs.StringVar(&o.namespace, "namespace", getenv(envPodNamespace), "the namespace of the node views: the operator's; $"+envPodNamespace+" by default")
-	fs.StringVar(&o.listen, "listen", listenDefault, fmt.Sprintf("address to serve on; $%s:%d by default", envHostIP, protocol.DefaultNodeAgentPort))
+	fs.StringVar(&o.listen, "listen", listenDefault, fmt.Sprintf("address to serve on; :%d, or $%s:%d when $%s is set", protocol.DefaultNodeAgentPort, envHostIP, protocol.DefaultNodeAgentPort, envHostIP))
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; the pod's service account when empty")
 	fs.DurationVar(&o.minReadInterval, "min-read-interval", nodeagent.DefaultMinReadInterval, "the shortest time between two reads of the node view: what the agent costs the API server, and up to how long a member's request waits")
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +68,7 @@ func parseNodeFlags(args []string, getenv func(string) string, out io.Writer) (n
 		errs = append(errs, fmt.Errorf("the namespace of the node views is required: set -namespace or $%s (from metadata.namespace)", envPodNamespace))
 	}
 	if o.listen == "" {
-		errs = append(errs, fmt.Errorf("an address to listen on is required: set -listen or $%s (from status.hostIP)", envHostIP))
+		errs = append(errs, errors.New("an address to listen on is required: -listen is empty"))
 	}
 	if o.minReadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("-min-read-interval=%v must be positive", o.minReadInterval))

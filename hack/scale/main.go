@@ -60,6 +60,8 @@ type options struct {
 	pods, podsPerGroup, podsPerNode, queuesPerGroup, groupsPerNamespace int
 	settle, window, recoveryLimit                                       time.Duration
 	format                                                              string
+	// design is designNode or designPerMember.
+	design string
 	// minAvailableMemory is how much of the machine's memory must stay available: below it the run stops
 	// with an error rather than let the kernel kill the API server, etcd or the operator.
 	minAvailableMemory int64
@@ -71,6 +73,7 @@ type options struct {
 func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	var o options
 	fs.IntVar(&o.pods, "pods", 1000, "Member pods to run.")
+	fs.StringVar(&o.design, "design", designNode, "The members' liveness design (docs/protocol.md): node, a node agent on each node confirming its members' views, or per-member, each member confirming its own.")
 	fs.IntVar(&o.podsPerGroup, "pods-per-group", 10, "Member pods in each ConsumerGroup.")
 	fs.IntVar(&o.queuesPerGroup, "queues-per-group", 16, "Queues of each group (2 brokers, half each).")
 	fs.IntVar(&o.podsPerNode, "pods-per-node", 30, "Member pods on each node: 150,000 pods on 5,000 nodes is 30.")
@@ -108,6 +111,9 @@ func (o options) validate() error {
 	if o.window < time.Second {
 		errs = append(errs, fmt.Errorf("-window %v: want 1s or more", o.window))
 	}
+	if o.design != designNode && o.design != designPerMember {
+		errs = append(errs, fmt.Errorf("-design %q: want %s or %s", o.design, designNode, designPerMember))
+	}
 	if o.format != "text" && o.format != "json" {
 		errs = append(errs, fmt.Errorf("-format %q: want text or json", o.format))
 	}
@@ -116,8 +122,8 @@ func (o options) validate() error {
 
 // result is what a run measured.
 type result struct {
-	// Design is the liveness design the members follow: "per-member", each member confirming its own view
-	// and renewing its own Lease (docs/protocol.md).
+	// Design is the liveness design the members follow (docs/protocol.md): "per-member", each member
+	// confirming its own view, or "node", a node agent on each node confirming its members' views.
 	Design string `json:"design"`
 	Pods   int    `json:"pods"`
 	Groups int    `json:"groups"`

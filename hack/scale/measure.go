@@ -31,7 +31,7 @@ type operatorProcess struct {
 	exited    chan struct{}
 }
 
-func startOperator(bin, kubeconfig, logPath string) (*operatorProcess, error) {
+func startOperator(bin, kubeconfig, logPath string, extraArgs ...string) (*operatorProcess, error) {
 	pprofAddr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -42,8 +42,8 @@ func startOperator(bin, kubeconfig, logPath string) (*operatorProcess, error) {
 	}
 	// No metrics endpoint and probes on a port of the kernel's choosing: the run reads the API server's
 	// metrics and the process's memory; its heap profile when asked to.
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
-		"--pprof-bind-address", pprofAddr)
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--pprof-bind-address", pprofAddr}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

@@ -33,7 +33,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	w := layout(o)
-	res := result{Design: "per-member", Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	res := result{Design: o.design, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
@@ -82,7 +82,14 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	}
 
 	say("starting the operator")
-	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"))
+	var operatorArgs []string
+	if o.design == designNode {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+			return res, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
+		}
+		operatorArgs = append(operatorArgs, "--node-views-namespace="+operatorNamespace)
+	}
+	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"), operatorArgs...)
 	if err != nil {
 		return res, err
 	}
@@ -110,6 +117,13 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 		return failed(err)
 	}
 	kubelets := startKubelets(ctx, c, w.nodes)
+	memberOpts, agents, err := liveness(ctx, o, w, cfg, metricsClient, say)
+	if err != nil {
+		return failed(err)
+	}
+	if agents != nil {
+		defer agents.close()
+	}
 	res.SetupSeconds = time.Since(start).Seconds()
 
 	say("starting %d members", len(w.pods))
@@ -118,7 +132,7 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	memberCfg := rest.CopyConfig(cfg)
 	memberCfg.RateLimiter = nil // each member limits itself as client-go does by default
 	for i, p := range w.pods {
-		m, err := testenv.RunMember(memberCfg, w.groups[i/o.podsPerGroup].Name, p, ownership, testenv.MemberOptions{})
+		m, err := testenv.RunMember(memberCfg, w.groups[i/o.podsPerGroup].Name, p, ownership, memberOpts(i))
 		if err != nil {
 			return err
 		}
@@ -143,6 +157,9 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 
 	const cut = 0
 	say("cutting off %s", w.nodes[cut])
+	if agents != nil {
+		agents.cutOff(w.nodes[cut])
+	}
 	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
 	if err != nil {
 		return failed(err)
@@ -157,6 +174,28 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 		return err
 	}
 	return nil
+}
+
+// liveness sets up the members' liveness design: nothing more in per-member mode; in node mode an agent
+// for each node, and a token bound to each pod for its agent. It returns each member's options.
+func liveness(ctx context.Context, o options, w world, cfg *rest.Config, cs kubernetes.Interface, say func(string, ...any)) (func(i int) testenv.MemberOptions, *nodeAgents, error) {
+	if o.design == designPerMember {
+		return func(int) testenv.MemberOptions { return testenv.MemberOptions{} }, nil, nil
+	}
+	say("starting %d node agents; requesting a token for each pod", len(w.nodes))
+	agents, err := startNodeAgents(ctx, cfg, w.nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokens, err := memberTokens(ctx, cs, w.pods, o.workers)
+	if err != nil {
+		agents.close()
+		return nil, nil, err
+	}
+	return func(i int) testenv.MemberOptions {
+		token := tokens[i]
+		return testenv.MemberOptions{NodeAgent: agents.url(w.pods[i].Spec.NodeName), NodeAgentToken: func() (string, error) { return token, nil }}
+	}, agents, nil
 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
@@ -278,6 +317,9 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 	for _, ns := range w.namespaces {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: memberServiceAccount}}); err != nil {
+			return fmt.Errorf("creating service account %s/%s: %w", ns, memberServiceAccount, err)
 		}
 	}
 	if err := testenv.Parallel(ctx, len(w.groups), workers, func(i int) error {

@@ -54,8 +54,9 @@ func layout(o options) world {
 	}
 	for i := range o.pods {
 		g := w.groups[i/o.podsPerGroup]
-		w.pods = append(w.pods, testenv.Pod(g.Namespace, fmt.Sprintf("%s-%d", g.Name, i%o.podsPerGroup), g.Name).
-			OnNode(w.nodes[i%nodes]).Obj())
+		p := testenv.Pod(g.Namespace, fmt.Sprintf("%s-%d", g.Name, i%o.podsPerGroup), g.Name).OnNode(w.nodes[i%nodes]).Obj()
+		p.Spec.ServiceAccountName = memberServiceAccount // a token bound to the pod names its service account
+		w.pods = append(w.pods, p)
 	}
 	return w
 }

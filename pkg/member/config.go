@@ -46,7 +46,8 @@ type Config struct {
 	// MemberID is the member id written as the Lease's holder; the pod name when empty. It should be the
 	// id the group's spec.memberIdentity gives the pod.
 	MemberID string
-	// LeaseDuration is the Lease's duration, in whole seconds; protocol.DefaultLeaseDuration when zero.
+	// LeaseDuration is the Lease's duration, in whole seconds; when zero, protocol.DefaultLeaseDuration,
+	// or protocol.DefaultNodeModeLeaseDuration with a NodeAgent.
 	// The member renews every third of it and holds no queues once it has not renewed for all of it.
 	LeaseDuration time.Duration
 	// MaxClockSkew is how far this pod's clock may differ from others'; protocol.DefaultMaxClockSkew when
@@ -103,7 +104,11 @@ func (c Config) withDefaults() Config {
 	if c.MemberID == "" {
 		c.MemberID = c.Pod
 	}
-	if c.LeaseDuration == 0 {
+	switch {
+	case c.LeaseDuration != 0:
+	case c.NodeAgent != "":
+		c.LeaseDuration = protocol.DefaultNodeModeLeaseDuration
+	default:
 		c.LeaseDuration = protocol.DefaultLeaseDuration
 	}
 	if c.MaxClockSkew == 0 {

@@ -115,3 +115,31 @@ func TestNodeAgentTokenIsReadFromItsFileEachTime(t *testing.T) {
 		}
 	}
 }
+
+// A member in node mode keeps a 10-minute Lease unless told otherwise: its agent confirms its view, so its
+// renewals only tell of a member cut off alone.
+func TestNodeModeLeaseDuration(t *testing.T) {
+	token := func() (string, error) { return "t", nil }
+	tests := []struct {
+		name  string
+		agent string
+		set   time.Duration
+		want  time.Duration
+	}{
+		{"per-member mode", "", 0, protocol.DefaultLeaseDuration},
+		{"node mode", "http://10.0.0.5:9443", 0, protocol.DefaultNodeModeLeaseDuration},
+		{"node mode, set", "http://10.0.0.5:9443", 90 * time.Second, 90 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := member.New(nil, member.Config{Namespace: "shop", Group: "orders", Pod: "p", PodUID: "u",
+				NodeAgent: tt.agent, NodeAgentToken: token, LeaseDuration: tt.set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Config().LeaseDuration; got != tt.want {
+				t.Fatalf("lease duration %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

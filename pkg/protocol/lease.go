@@ -29,6 +29,11 @@ const (
 	// a renewal every third of it, 1,000 members write 50 renewals a second. A shorter duration notices a
 	// hung or partitioned member sooner at the cost of more writes; see docs/protocol.md.
 	DefaultLeaseDuration = 60 * time.Second
+	// DefaultNodeModeLeaseDuration is the Lease duration of a member in node mode (docs/protocol.md): its
+	// node agent confirms its view, its probe restarts it when it cannot, so its renewals only tell of a
+	// member cut off alone without a probe; every 200 s, with the read before each, they cost 0.01
+	// requests a second where 60 s costs 0.1.
+	DefaultNodeModeLeaseDuration = 10 * time.Minute
 	// DefaultMaxClockSkew is how far the clocks of a member pod and of a reader of its Lease may differ.
 	// Every guarantee that rests on a Lease expiring assumes the clocks differ by less.
 	DefaultMaxClockSkew = 5 * time.Second

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
+)
+
+// The liveness designs a run can measure (docs/protocol.md): each member confirming its own view, or a
+// node agent on each node confirming the views of all the members on it.
+const (
+	designPerMember = "per-member"
+	designNode      = "node"
+)
+
+// operatorNamespace is where the operator of a node-mode run keeps its node views and the agents read
+// them; memberServiceAccount is the service account of the members' pods, whose tokens, bound to the pods,
+// they present to their agents.
+const (
+	operatorNamespace    = "consumergroup-system"
+	memberServiceAccount = "scale-member"
+)
+
+// nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server on a
+// loopback port with its own connection to the API server, which can be cut, as its node's.
+type nodeAgents struct {
+	servers map[string]*httptest.Server
+	cut     map[string]*atomic.Bool
+}
+
+// startNodeAgents starts an agent for each node, until ctx ends.
+func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*nodeAgents, error) {
+	a := &nodeAgents{servers: map[string]*httptest.Server{}, cut: map[string]*atomic.Bool{}}
+	for _, node := range nodes {
+		cut := &atomic.Bool{}
+		agentCfg := rest.CopyConfig(cfg)
+		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cuttable{next: rt, cut: cut} })
+		cs, err := kubernetes.NewForConfig(agentCfg)
+		if err != nil {
+			return nil, err
+		}
+		srv, err := nodeagent.New(nodeagent.Config{Node: node, Namespace: operatorNamespace, Client: cs})
+		if err != nil {
+			return nil, fmt.Errorf("node agent of %s: %w", node, err)
+		}
+		go func() { _ = srv.Run(ctx) }()
+		a.servers[node], a.cut[node] = httptest.NewServer(srv.Handler()), cut
+	}
+	return a, nil
+}
+
+// url is the base URL of node's agent.
+func (a *nodeAgents) url(node string) string { return a.servers[node].URL }
+
+// cutOff cuts node's agent off the API server, as a lost node's: it confirms nothing more.
+func (a *nodeAgents) cutOff(node string) { a.cut[node].Store(true) }
+
+func (a *nodeAgents) close() {
+	for _, s := range a.servers {
+		s.Close()
+	}
+}
+
+// cuttable fails every request once cut is set.
+type cuttable struct {
+	next http.RoundTripper
+	cut  *atomic.Bool
+}
+
+func (c cuttable) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.cut.Load() {
+		return nil, fmt.Errorf("cut off from the API server")
+	}
+	return c.next.RoundTrip(req)
+}
+
+// memberTokens are, for each pod, a token of memberServiceAccount bound to it, for the agents' audience:
+// what a member reads from its projected volume.
+func memberTokens(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, workers int) ([]string, error) {
+	tokens := make([]string, len(pods))
+	err := testenv.Parallel(ctx, len(pods), workers, func(i int) error {
+		p := pods[i]
+		tr, err := cs.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, memberServiceAccount, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{
+				Audiences: []string{protocol.NodeAgentAudience}, ExpirationSeconds: ptr.To[int64](3600),
+				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("token for pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		tokens[i] = tr.Status.Token
+		return nil
+	})
+	return tokens, err
+}
