@@ -129,10 +129,12 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	say("starting %d members", len(w.pods))
 	ownership := testenv.NewOwnership()
 	members := make([]*testenv.SimMember, len(w.pods))
-	memberCfg := rest.CopyConfig(cfg)
-	memberCfg.RateLimiter = nil // each member limits itself as client-go does by default
+	nodeCfgs, err := nodeConfigs(cfg, w.nodes)
+	if err != nil {
+		return err
+	}
 	for i, p := range w.pods {
-		m, err := testenv.RunMember(memberCfg, w.groups[i/o.podsPerGroup].Name, p, ownership, memberOpts(i))
+		m, err := testenv.RunMember(nodeCfgs[p.Spec.NodeName], w.groups[i/o.podsPerGroup].Name, p, ownership, memberOpts(i))
 		if err != nil {
 			return err
 		}
@@ -196,6 +198,25 @@ func liveness(ctx context.Context, o options, w world, cfg *rest.Config, cs kube
 		token := tokens[i]
 		return testenv.MemberOptions{NodeAgent: agents.url(w.pods[i].Spec.NodeName), NodeAgentToken: func() (string, error) { return token, nil }}
 	}, agents, nil
+}
+
+// nodeConfigs are the members' client configurations, one per node: the members on a node share its
+// connections to the API server, as far as HTTP/2's streams allow, so that 20,000 members do not hold
+// 20,000 connections, more than a process may open here. Each member still sends its own requests, with
+// its own rate limit, and is cut off on its own (testenv.RunMember wraps the transport).
+func nodeConfigs(cfg *rest.Config, nodes []string) (map[string]*rest.Config, error) {
+	out := make(map[string]*rest.Config, len(nodes))
+	for _, node := range nodes {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c := rest.CopyConfig(cfg)
+		c.RateLimiter = nil // each member limits itself as client-go does by default
+		c.Transport, c.TLSClientConfig = rt, rest.TLSClientConfig{}
+		out[node] = c
+	}
+	return out, nil
 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
