@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -77,6 +78,9 @@ func identityOf(status authenticationv1.TokenReviewStatus, node string) (identit
 	return id, nil
 }
 
+// errTooManyReviews refuses a request, for now, whose token would need a review beyond the agent's rate.
+var errTooManyReviews = errors.New("too many tokens to review: try again later")
+
 // reviewer reviews tokens with the API server and remembers the identities of those it accepted, by
 // their SHA-256, for ttl or until the token expires, whichever comes first. Refusals are not remembered:
 // a token refused now (its pod not yet known to the API server, say) may be accepted a moment later.
@@ -86,6 +90,8 @@ type reviewer struct {
 	node  string
 	ttl   time.Duration
 	max   int
+	// limit bounds the reviews sent; a token already accepted needs none.
+	limit flowcontrol.RateLimiter
 
 	// mu guards the cache: byToken indexes the elements of order, which holds cached values oldest first.
 	mu      sync.Mutex
@@ -101,6 +107,7 @@ type cached struct {
 
 func newReviewer(cfg Config) *reviewer {
 	return &reviewer{cs: cfg.Client, clock: cfg.Clock, node: cfg.Node, ttl: cfg.TokenCacheTTL, max: cfg.MaxIdentities,
+		limit:   flowcontrol.NewTokenBucketRateLimiterWithClock(cfg.ReviewsPerSecond, cfg.ReviewBurst, cfg.Clock),
 		byToken: map[[sha256.Size]byte]*list.Element{}, order: list.New()}
 }
 
@@ -110,6 +117,9 @@ func (r *reviewer) identity(ctx context.Context, token string) (identity, error)
 	key := sha256.Sum256([]byte(token))
 	if id, ok := r.lookup(key); ok {
 		return id, nil
+	}
+	if !r.limit.TryAccept() {
+		return identity{}, errTooManyReviews
 	}
 	review, err := r.cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{protocol.NodeAgentAudience}},

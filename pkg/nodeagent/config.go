@@ -11,11 +11,13 @@ import (
 
 // Defaults of Config's optional fields.
 const (
-	DefaultMinReadInterval = time.Second
-	DefaultReadTimeout     = 5 * time.Second
-	DefaultTokenCacheTTL   = 10 * time.Minute
-	DefaultMaxIdentities   = 4096
-	DefaultMaxWaiting      = 4096
+	DefaultMinReadInterval  = time.Second
+	DefaultReadTimeout      = 5 * time.Second
+	DefaultTokenCacheTTL    = 10 * time.Minute
+	DefaultMaxIdentities    = 4096
+	DefaultMaxWaiting       = 4096
+	DefaultReviewsPerSecond = 10
+	DefaultReviewBurst      = 256
 )
 
 // Config says which node an agent serves and how it reads.
@@ -42,6 +44,12 @@ type Config struct {
 	// MaxWaiting bounds the requests waiting for a read; one more is refused with 503.
 	// DefaultMaxWaiting when zero.
 	MaxWaiting int
+	// ReviewsPerSecond and ReviewBurst bound the TokenReviews the agent sends for tokens it has not
+	// accepted before: a pod on the node that sends junk tokens makes the API server review at most that
+	// many, and the rest are refused with 503. DefaultReviewsPerSecond and DefaultReviewBurst when zero:
+	// the burst covers every member of a full node starting at once.
+	ReviewsPerSecond float32
+	ReviewBurst      int
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +70,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = DefaultMaxWaiting
+	}
+	if c.ReviewsPerSecond == 0 {
+		c.ReviewsPerSecond = DefaultReviewsPerSecond
+	}
+	if c.ReviewBurst == 0 {
+		c.ReviewBurst = DefaultReviewBurst
 	}
 	return c
 }
