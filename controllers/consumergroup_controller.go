@@ -103,7 +103,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	topo := plan.TopologyOf(group, group.Status.Routes)
 	obs, err := r.observer().Observe(ctx, group, topo, now)
 	if err == nil && r.nodeViews != nil {
-		obs.NodeViews, err = r.nodeViews.seen(ctx, req.NamespacedName)
+		obs.NodeViews, err = r.nodeViews.seen(ctx, req.NamespacedName, group.UID)
 	}
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
@@ -162,9 +162,9 @@ func (r *ConsumerGroupReconciler) syncNodeViews(ctx context.Context, group *v1al
 	}
 	var firstWritten int64
 	r.memory.WithSightings(client.ObjectKeyFromObject(group), r.Clock.Now(), func(s *observe.Sightings) { firstWritten = s.FirstWrittenGeneration() })
-	need := plan.NodeLinesMustSee(d.Report.Assignment.Bookkeeping, firstWritten)
+	need := plan.NodeLinesMustSee(d.Report.Assignment.Bookkeeping, firstWritten, obs.NodeOf)
 	changed, err := r.nodeViews.sync(ctx, &group.ObjectMeta, obs.Pods, d.Report.Generation, need)
-	return changed && need > 0, err
+	return changed && (need.Everywhere > 0 || len(need.ByNode) > 0), err
 }
 
 // liveGroup reads the group key names. When it is gone or being deleted, forget drops what a controller

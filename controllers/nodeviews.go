@@ -50,8 +50,12 @@ func nodeViewGroups(o client.Object) []string {
 // raises the lines of a group to its newest generation before it counts on a member's promise, and
 // remembers since when each line asked for what (plan.LineHistory).
 //
-// Every write starts from a read of the API server, never from the cache, and only the operator writes
-// node views: what a write or a read returned is what the line held from then on.
+// Only the operator writes node views (an admission policy sees to it), and a line of a group only rises:
+// the operator raises it to the generation in force, and writes it again, after a removal, at the
+// generation in force then, which no earlier line asked for more than. So a line is known to ask for at
+// least what a write of it returned, from when it returned, and at least what the cache shows of it, from
+// when the cache was read: the cache can only be behind. Someone who deletes or edits a view makes it
+// confirm nothing, which no knowledge of the operator relies on.
 type nodeViews struct {
 	cached    client.Client
 	live      client.Reader
@@ -69,25 +73,34 @@ func newNodeViews(cached client.Client, live client.Reader, namespace string, cl
 	return &nodeViews{cached: cached, live: live, namespace: namespace, clock: clk, lines: map[types.NamespacedName]map[string]plan.LineHistory{}}
 }
 
-// seen is what the operator knows of the group's lines: the histories it keeps, and a history that knows
-// nothing for every other node view the cache shows with a line for the group.
-func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName) (plan.NodeViews, error) {
+// seen is what the operator knows of the group's lines: the histories it keeps, with what the cache shows
+// now of the lines of the group's UID where that asks for more than they knew. A line of another group
+// of the name (deleted and created again) is known nothing of: it is written again before any promise
+// counts.
+func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName, uid types.UID) (plan.NodeViews, error) {
 	nodes, err := nv.nodesWithLines(ctx, group)
 	if err != nil {
 		return plan.NodeViews{}, err
 	}
+	now := nv.clock.Now()
 	nv.mu.Lock()
 	defer nv.mu.Unlock()
-	out := plan.NodeViews{Enabled: true, Lines: maps.Clone(nv.lines[group])}
-	if out.Lines == nil {
-		out.Lines = map[string]plan.LineHistory{}
+	if nv.lines[group] == nil {
+		nv.lines[group] = map[string]plan.LineHistory{}
 	}
-	for node := range nodes {
-		if _, ok := out.Lines[node]; !ok {
-			out.Lines[node] = nil
+	known := nv.lines[group]
+	for node, line := range nodes {
+		last, knows := known[node].Last()
+		switch {
+		case line.GroupUID != uid:
+			if !knows {
+				known[node] = nil
+			}
+		case !knows || last < line.MustSee:
+			known[node] = known[node].Add(now, line.MustSee)
 		}
 	}
-	return out, nil
+	return plan.NodeViews{Enabled: true, Lines: maps.Clone(known)}, nil
 }
 
 // nodesWithLines are the nodes whose views, in the cache, hold a line for the group, with that line.
@@ -119,16 +132,17 @@ type nodeViewWork struct {
 // planNodeViews decides what a pass does to a group's lines. Every node that runs a pod of the group gets
 // a line, so that the group's members there can be confirmed; a line on a node without one goes, which
 // confirms nothing there, and is as good as any generation. A line is raised when it, or what this
-// operator knows of it, asks for less than need (plan.NodeLinesMustSee).
-func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.NodeViewLine, known map[string]plan.LineHistory, groupUID types.UID, need int64) nodeViewWork {
+// operator knows of it, asks for less than need says for its node (plan.NodeLinesMustSee).
+func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.NodeViewLine, known map[string]plan.LineHistory, groupUID types.UID, need plan.LinesMustSee) nodeViewWork {
 	var w nodeViewWork
 	for _, node := range slices.Sorted(maps.Keys(podNodes)) {
 		line, inCache := cachedLines[node]
 		last, knows := known[node].Last()
+		n := need.On(node)
 		switch {
 		case !inCache, line.GroupUID != groupUID:
 			w.raise = append(w.raise, node)
-		case need > 0 && (line.MustSee < need || !knows || last < need):
+		case n > 0 && (line.MustSee < n || !knows || last < n):
 			w.raise = append(w.raise, node)
 		}
 	}
@@ -152,7 +166,7 @@ func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.Nod
 // sync brings the group's lines to what planNodeViews says: every node view the group's pods run on
 // holds a line at least at need, raised to generation when written. It reports whether it changed what
 // the operator knows, for the pass to look again at the promises that wait on it.
-func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []corev1.Pod, generation, need int64) (bool, error) {
+func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []corev1.Pod, generation int64, need plan.LinesMustSee) (bool, error) {
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
 	cachedLines, err := nv.nodesWithLines(ctx, key)
 	if err != nil {
@@ -168,8 +182,8 @@ func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []
 	known := maps.Clone(nv.lines[key])
 	nv.mu.Unlock()
 	work := planNodeViews(podNodes, cachedLines, known, group.UID, need)
-	line := protocol.NodeViewLine{Namespace: group.Namespace, Group: group.Name, GroupUID: group.UID, MustSee: max(generation, need, 1)}
 	for _, node := range work.raise {
+		line := protocol.NodeViewLine{Namespace: group.Namespace, Group: group.Name, GroupUID: group.UID, MustSee: max(generation, need.On(node), 1)}
 		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
 			if old, ok := lines.Line(line.Namespace, line.Group); ok && old.GroupUID == line.GroupUID && old.MustSee >= line.MustSee {
 				return lines
@@ -181,7 +195,7 @@ func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []
 	}
 	for _, node := range work.remove {
 		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
-			return lines.Without(line.Namespace, line.Group)
+			return lines.Without(key.Namespace, key.Name)
 		}); err != nil {
 			return true, err
 		}
@@ -196,18 +210,23 @@ var errNoNodeView = errors.New("no node view")
 // gives up and retries later.
 const maxNodeViewTries = 5
 
-// write changes node's view by change, from a read of the API server, and records what the group's line
-// holds from then on: from when the write returned, or, when nothing changed, from when the read was
-// sent. A view that cannot be read (edited) is written again whole from change's lines alone.
+// write changes node's view by change, from the cache, or from a read of the API server once a write met
+// a newer version, and records what the group's line holds from then on: from when the write returned,
+// or, when nothing changed, from when it was read. A view that cannot be read (edited) is written again
+// whole from change's lines alone.
 func (nv *nodeViews) write(ctx context.Context, group types.NamespacedName, node string, change func(protocol.NodeViewLines) protocol.NodeViewLines) error {
 	lock, _ := nv.nodeLocks.LoadOrStore(node, &sync.Mutex{})
 	lock.(*sync.Mutex).Lock()
 	defer lock.(*sync.Mutex).Unlock()
 	name := protocol.NodeViewName(node)
-	for range maxNodeViewTries {
+	for try := range maxNodeViewTries {
 		readAt := nv.clock.Now()
 		var cm corev1.ConfigMap
-		err := nv.live.Get(ctx, client.ObjectKey{Namespace: nv.namespace, Name: name}, &cm)
+		reader := client.Reader(nv.cached)
+		if try > 0 {
+			reader = nv.live
+		}
+		err := reader.Get(ctx, client.ObjectKey{Namespace: nv.namespace, Name: name}, &cm)
 		exists := err == nil
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading node view %s: %w", name, err)

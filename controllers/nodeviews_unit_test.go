@@ -23,7 +23,7 @@ func TestPlanNodeViews(t *testing.T) {
 		podNodes []string
 		cached   map[string]protocol.NodeViewLine
 		known    map[string]plan.LineHistory
-		need     int64
+		need     plan.LinesMustSee
 		want     nodeViewWork
 	}{
 		{name: "nothing anywhere"},
@@ -34,17 +34,21 @@ func TestPlanNodeViews(t *testing.T) {
 			cached: map[string]protocol.NodeViewLine{"n1": line(3)}, want: nodeViewWork{}},
 		{name: "a promise waits on a line that asks for less", podNodes: []string{"n1", "n2"},
 			cached: map[string]protocol.NodeViewLine{"n1": line(3), "n2": line(5)},
-			known:  map[string]plan.LineHistory{"n1": knows(3), "n2": knows(5)}, need: 5,
+			known:  map[string]plan.LineHistory{"n1": knows(3), "n2": knows(5)}, need: plan.LinesMustSee{Everywhere: 5},
 			want: nodeViewWork{raise: []string{"n1"}}},
 		{name: "a line this operator knows nothing of is learnt", podNodes: []string{"n1"},
-			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, need: 5,
+			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, need: plan.LinesMustSee{Everywhere: 5},
 			want: nodeViewWork{raise: []string{"n1"}}},
 		{name: "what the operator knows lags the cache", podNodes: []string{"n1"},
-			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, known: map[string]plan.LineHistory{"n1": knows(4)}, need: 5,
+			cached: map[string]protocol.NodeViewLine{"n1": line(7)}, known: map[string]plan.LineHistory{"n1": knows(4)}, need: plan.LinesMustSee{Everywhere: 5},
 			want: nodeViewWork{raise: []string{"n1"}}},
 		{name: "a line of an earlier group of the name", podNodes: []string{"n1"},
 			cached: map[string]protocol.NodeViewLine{"n1": {Namespace: "ns", Group: "g", GroupUID: "old", MustSee: 9}},
 			want:   nodeViewWork{raise: []string{"n1"}}},
+		{name: "a promise waits on one node's line only", podNodes: []string{"n1", "n2"},
+			cached: map[string]protocol.NodeViewLine{"n1": line(3), "n2": line(3)},
+			known:  map[string]plan.LineHistory{"n1": knows(3), "n2": knows(3)}, need: plan.LinesMustSee{ByNode: map[string]int64{"n2": 5}},
+			want: nodeViewWork{raise: []string{"n2"}}},
 		{name: "lines on nodes without a pod go, cached or only known", podNodes: []string{"n1"},
 			cached: map[string]protocol.NodeViewLine{"n1": line(3), "n3": line(3)},
 			known:  map[string]plan.LineHistory{"n1": knows(3), "n4": knows(2), "n5": knows(plan.NoLine)},

@@ -219,7 +219,7 @@ func (dc *decider) indexIncarnations() {
 		}
 		i := &incarnation{pod: pod, uid: uid}
 		if live := dc.obs.PodsByName[pod]; live != nil && live.UID == uid {
-			i.exists, i.stopped = true, StoppedByKubelet(live)
+			i.exists, i.stopped, i.node = true, StoppedByKubelet(live), live.Spec.NodeName
 		}
 		byKey[k] = i
 		dc.incarnations = append(dc.incarnations, i)
@@ -294,7 +294,7 @@ func (dc *decider) unseenDeadline(longest, promise time.Duration, promising bool
 	// published: this operator's first write gave nothing to a pod it never saw. With node views, only
 	// once every line of the group asks for that generation, as for any promise (promiseKept).
 	at := dc.obs.FirstWrittenAt
-	asked, linesOK := dc.obs.NodeViews.KnownSince(dc.obs.FirstWrittenGeneration)
+	asked, linesOK := dc.obs.NodeViews.KnownSince("", dc.obs.FirstWrittenGeneration)
 	if at = latest(at, asked); promising && promise > 0 && linesOK && !dc.obs.FirstWrittenAt.IsZero() && at.Add(promise+contactMargin).Before(unseenUntil) {
 		unseenUntil = at.Add(promise + contactMargin)
 	}

@@ -79,7 +79,7 @@ func promiseKept(i *incarnation, r Revocation, pubs Publications, nodeViews Node
 		return time.Time{}, false
 	}
 	since, ok := pubs.KnownSince(r.Generation)
-	asked, linesOK := nodeViews.KnownSince(r.Generation)
+	asked, linesOK := nodeViews.KnownSince(i.node, r.Generation)
 	if handoffMutation == "lapse" {
 		since, ok, asked, linesOK = r.At, true, r.At, true
 	}

@@ -19,6 +19,9 @@ type incarnation struct {
 	// exists is set while a pod of this name and UID exists; stopped when the kubelet reports that every
 	// container of it has terminated: evidence that no process of it reads anything.
 	exists, stopped bool
+	// node is the node its pod runs on, "" when unknown (its pod is gone, or not scheduled): only that
+	// node's agent can confirm its view (NodeViews.KnownSince).
+	node string
 	// lease is the Lease this incarnation holds; nil when it holds none.
 	lease *protocol.LeaseState
 	// unseenUntil is, for an incarnation the operator published an entry for but that has neither a pod

@@ -3,6 +3,8 @@ package plan
 import (
 	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // NoLine stands, in a LineHistory, for a node view without the group's line (or that cannot be read):
@@ -70,15 +72,20 @@ type NodeViews struct {
 	Lines   map[string]LineHistory
 }
 
-// KnownSince is from when on every line of the group in the node views is known to ask for generation
-// or more (LineHistory.KnownSince): a member confirmed by a node agent after then holds generation in its
-// view. Without node views, any time will do. False while a line asks for less or is not known.
-func (nv NodeViews) KnownSince(generation int64) (time.Time, bool) {
+// KnownSince is from when on the group's line in node's view is known to ask for generation or more
+// (LineHistory.KnownSince): a member on node that its agent confirms after then holds generation in its
+// view. A node without a line, as far as this operator knows, confirms nothing. For a member whose node
+// is not known (""), every line counts. Without node views, any time will do. False while a line asks
+// for less or is not known.
+func (nv NodeViews) KnownSince(node string, generation int64) (time.Time, bool) {
 	var since time.Time
 	if !nv.Enabled {
 		return since, true
 	}
-	for _, h := range nv.Lines {
+	for n, h := range nv.Lines {
+		if node != "" && n != node {
+			continue
+		}
 		at, ok := h.KnownSince(generation)
 		if !ok {
 			return time.Time{}, false
@@ -90,16 +97,40 @@ func (nv NodeViews) KnownSince(generation int64) (time.Time, bool) {
 	return since, true
 }
 
-// NodeLinesMustSee is the generation the group's lines in the node views must ask for before every
-// promise the operator may count on counts (promiseKept, unseenDeadline): that of the newest revocation
-// in the bookkeeping that has not lapsed, and that of this operator's first write, which gave nothing
-// to a pod it never saw. 0 when nothing waits on a promise.
-func NodeLinesMustSee(bookkeeping HandoffState, firstWrittenGeneration int64) int64 {
-	need := firstWrittenGeneration
+// LinesMustSee says what generation the group's lines in the node views must ask for before every promise
+// the operator may count on counts (promiseKept, unseenDeadline): Everywhere, on every node, and ByNode,
+// on the nodes named, more. 0 when nothing waits on a promise.
+type LinesMustSee struct {
+	Everywhere int64
+	ByNode     map[string]int64
+}
+
+// On is what node's line must ask for.
+func (m LinesMustSee) On(node string) int64 { return max(m.Everywhere, m.ByNode[node]) }
+
+// NodeLinesMustSee is what the group's lines must ask for: on the node of each incarnation with a
+// revocation that has not lapsed, that revocation's generation, and on every node for one whose node
+// is unknown (nodeOf says "": its pod is gone); and everywhere the generation of this operator's first
+// write, which gave nothing to a pod it never saw.
+func NodeLinesMustSee(bookkeeping HandoffState, firstWrittenGeneration int64, nodeOf func(pod string, uid types.UID) string) LinesMustSee {
+	need := LinesMustSee{Everywhere: firstWrittenGeneration, ByNode: map[string]int64{}}
 	for _, r := range bookkeeping.Revocations {
-		if !r.Lapsed {
-			need = max(need, r.Generation)
+		if r.Lapsed {
+			continue
+		}
+		if node := nodeOf(r.Pod, r.UID); node != "" {
+			need.ByNode[node] = max(need.ByNode[node], r.Generation)
+		} else {
+			need.Everywhere = max(need.Everywhere, r.Generation)
 		}
 	}
 	return need
+}
+
+// NodeOf is the node the pod incarnation pod, uid runs on, "" when its pod is gone or not scheduled.
+func (obs *Observation) NodeOf(pod string, uid types.UID) string {
+	if live := obs.PodsByName[pod]; live != nil && live.UID == uid {
+		return live.Spec.NodeName
+	}
+	return ""
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestLineHistoryKnownSince(t *testing.T) {
@@ -59,22 +61,27 @@ func TestNodeViewsKnownSince(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := LineHistory{}.Add(t0.Add(2*time.Second), 4)
 	b := LineHistory{}.Add(t0.Add(5*time.Second), 6)
+	both := NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": b}}
 	tests := []struct {
 		name   string
 		nv     NodeViews
+		node   string
 		gen    int64
 		want   time.Time
 		wantOK bool
 	}{
-		{"off: no constraint", NodeViews{Lines: map[string]LineHistory{"n1": nil}}, 4, time.Time{}, true},
-		{"on, no lines: no agent confirms anything", NodeViews{Enabled: true}, 4, time.Time{}, true},
-		{"the latest of the lines", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": b}}, 4, t0.Add(5 * time.Second), true},
-		{"one line asks for less", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": b}}, 5, time.Time{}, false},
-		{"one line not known", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": nil}}, 4, time.Time{}, false},
+		{"off: no constraint", NodeViews{Lines: map[string]LineHistory{"n1": nil}}, "", 4, time.Time{}, true},
+		{"on, no lines: no agent confirms anything", NodeViews{Enabled: true}, "", 4, time.Time{}, true},
+		{"node unknown: the latest of the lines", both, "", 4, t0.Add(5 * time.Second), true},
+		{"node unknown: one line asks for less", both, "", 5, time.Time{}, false},
+		{"node unknown: one line not known", NodeViews{Enabled: true, Lines: map[string]LineHistory{"n1": a, "n2": nil}}, "", 4, time.Time{}, false},
+		{"on its node: that line alone", both, "n1", 4, t0.Add(2 * time.Second), true},
+		{"on its node: it asks for less, the other line does not count", both, "n1", 5, time.Time{}, false},
+		{"on a node without a line", both, "n3", 9, time.Time{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.nv.KnownSince(tt.gen)
+			got, ok := tt.nv.KnownSince(tt.node, tt.gen)
 			if ok != tt.wantOK || !got.Equal(tt.want) {
 				t.Fatalf("KnownSince(%d) = %v, %v; want %v, %v", tt.gen, got, ok, tt.want, tt.wantOK)
 			}
@@ -83,21 +90,35 @@ func TestNodeViewsKnownSince(t *testing.T) {
 }
 
 func TestNodeLinesMustSee(t *testing.T) {
+	nodeOf := func(pod string, _ types.UID) string { return map[string]string{"a": "n1", "b": "n2"}[pod] }
 	tests := []struct {
 		name         string
 		state        HandoffState
 		firstWritten int64
-		want         int64
+		want         LinesMustSee
 	}{
-		{"nothing waits", HandoffState{}, 0, 0},
-		{"the first write", HandoffState{}, 4, 4},
-		{"the newest revocation not lapsed", HandoffState{Revocations: []Revocation{{Generation: 5}, {Generation: 9, Lapsed: true}, {Generation: 7}}}, 4, 7},
-		{"fenced revocations wait on no promise", HandoffState{Fenced: []Revocation{{Generation: 8}}}, 2, 2},
+		{"nothing waits", HandoffState{}, 0, LinesMustSee{}},
+		{"the first write", HandoffState{}, 4, LinesMustSee{Everywhere: 4}},
+		{"on each revoked pod's node, the newest revocation not lapsed",
+			HandoffState{Revocations: []Revocation{{Pod: "a", Generation: 5}, {Pod: "a", Generation: 9, Lapsed: true}, {Pod: "a", Generation: 7}, {Pod: "b", Generation: 6}}}, 4,
+			LinesMustSee{Everywhere: 4, ByNode: map[string]int64{"n1": 7, "n2": 6}}},
+		{"a pod whose node is unknown: everywhere", HandoffState{Revocations: []Revocation{{Pod: "gone", Generation: 8}, {Pod: "a", Generation: 5}}}, 0,
+			LinesMustSee{Everywhere: 8, ByNode: map[string]int64{"n1": 5}}},
+		{"fenced revocations wait on no promise", HandoffState{Fenced: []Revocation{{Pod: "a", Generation: 8}}}, 2, LinesMustSee{Everywhere: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := NodeLinesMustSee(tt.state, tt.firstWritten); got != tt.want {
-				t.Fatalf("NodeLinesMustSee = %d, want %d", got, tt.want)
+			got := NodeLinesMustSee(tt.state, tt.firstWritten, nodeOf)
+			if got.Everywhere != tt.want.Everywhere || len(got.ByNode) != len(tt.want.ByNode) {
+				t.Fatalf("NodeLinesMustSee = %+v, want %+v", got, tt.want)
+			}
+			for n, g := range tt.want.ByNode {
+				if got.ByNode[n] != g {
+					t.Fatalf("NodeLinesMustSee = %+v, want %+v", got, tt.want)
+				}
+			}
+			if got.On("n1") != max(tt.want.Everywhere, tt.want.ByNode["n1"]) {
+				t.Fatalf("On(n1) = %d", got.On("n1"))
 			}
 		})
 	}

@@ -32,8 +32,10 @@ const (
 	modePerMember
 )
 
-// agentUnreachable says that no agent answered a request: the connection failed or timed out, or the
-// address serves something else (404).
+// agentUnreachable says that no agent is there: the connection could not be made (refused, no route, no
+// such host, or no answer to it within agentDialTimeout, as when a Service has no endpoint on the node),
+// or the address serves something else (404). An agent that accepted the connection and answers late is
+// there: it is slow, which fails this confirmation, not the mode.
 type agentUnreachable struct{ err error }
 
 func (u agentUnreachable) Error() string { return "the node agent cannot be reached: " + u.err.Error() }
@@ -55,7 +57,7 @@ type nodeConfirmer struct {
 
 func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
 	// No proxy from the environment: the agent is on the pod's node, reached at the node's IP.
-	transport := &http.Transport{DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	transport := &http.Transport{DialContext: (&net.Dialer{Timeout: agentDialTimeout}).DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
 	return &nodeConfirmer{
 		url:   strings.TrimSuffix(cfg.NodeAgent, "/") + protocol.NodeAgentConfirmPath,
 		token: cfg.NodeAgentToken, group: cfg.Group, client: &http.Client{Transport: transport}, view: view,
@@ -129,6 +131,10 @@ func unreachable(ctx context.Context, err error) bool {
 	return errors.As(err, &u) && !errors.Is(ctx.Err(), context.Canceled)
 }
 
+// agentDialTimeout bounds the connection to the agent: on the pod's own node, it is made at once or not
+// at all.
+const agentDialTimeout = time.Second
+
 // maxAnswerBytes bounds what the member reads of an answer: the agent's are a few hundred bytes.
 const maxAnswerBytes = 64 << 10
 
@@ -150,8 +156,12 @@ func (n *nodeConfirmer) ask(ctx context.Context, req protocol.NodeAgentConfirmRe
 	httpReq.Header.Set("Authorization", "Bearer "+token)
 	httpReq.Header.Set("Content-Type", "application/json")
 	resp, err := n.client.Do(httpReq)
-	if err != nil {
+	var dial *net.OpError
+	switch {
+	case errors.As(err, &dial) && dial.Op == "dial":
 		return answer, agentUnreachable{err: err}
+	case err != nil:
+		return answer, fmt.Errorf("asking the node agent: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode == http.StatusNotFound {

@@ -161,3 +161,30 @@ func TestNodeConfirmerMode(t *testing.T) {
 		})
 	}
 }
+
+// An agent that accepts the connection but answers too late is there, only slow (a node under load): the
+// attempt fails, and the member's mode stays to be settled by a later answer. Falling back for good on a
+// slow first answer would make every member of a loaded node read the API server once a second.
+func TestASlowFirstAnswerSettlesNoMode(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		_ = json.NewEncoder(w).Encode(protocol.NodeAgentConfirmResponse{Confirmed: true})
+	}))
+	defer slow.Close()
+	defer close(release)
+	index := assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 1, entryOf(3))
+	cfg := Config{Namespace: "shop", Group: testGroup, Pod: testPod, PodUID: "pod-uid", NodeAgent: slow.URL,
+		NodeAgentToken: func() (string, error) { return "the-token", nil }}.withDefaults()
+	view := newAssignmentView(fake.NewClientset(index), cfg, func() {})
+	view.synced, view.index = true, index
+	n := newNodeConfirmer(cfg, view)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if ok, err := n.confirm(ctx); ok || err == nil {
+		t.Fatalf("confirm = %v, %v; want no confirmation, with an error", ok, err)
+	}
+	if got := confirmMode(n.mode.Load()); got != modeUndecided {
+		t.Fatalf("mode %d after a slow first answer, want undecided (%d)", got, modeUndecided)
+	}
+}
