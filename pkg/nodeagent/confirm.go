@@ -22,8 +22,10 @@ type query struct {
 // viewRead is what one read of the node view showed: its lines, or why it confirms nothing.
 type viewRead struct {
 	lines protocol.NodeViewLines
-	// refusal is why the read confirms nothing; "" when lines can be used.
+	// refusal is why the read confirms nothing; "" when lines can be used. missing says the view does
+	// not exist.
 	refusal string
+	missing bool
 }
 
 // readOf interprets the answer to one GET of the node view called name. The reasons are fixed sentences:
@@ -32,7 +34,7 @@ type viewRead struct {
 func readOf(name string, cm *corev1.ConfigMap, err error) viewRead {
 	switch {
 	case apierrors.IsNotFound(err):
-		return viewRead{refusal: fmt.Sprintf("the node view %s does not exist: the operator has not written it", name)}
+		return viewRead{refusal: fmt.Sprintf("the node view %s does not exist: the operator has not written it", name), missing: true}
 	case err != nil:
 		return viewRead{refusal: "the node agent could not read its node view from the API server"}
 	}

@@ -48,7 +48,7 @@ type reader struct {
 // waiter is one request waiting for its read.
 type waiter struct {
 	q      query
-	answer chan protocol.NodeAgentConfirmResponse
+	answer chan verdict
 }
 
 func newReader(cfg Config) *reader {
@@ -66,10 +66,21 @@ func newReader(cfg Config) *reader {
 	}
 }
 
+// verdict is the answer a read gives a request, and whether the node has no view at all.
+type verdict struct {
+	answer protocol.NodeAgentConfirmResponse
+	noView bool
+}
+
+// errNoNodeView comes with the answer of a read that found no node view: the operator keeps none for the
+// node, or none at all (node views are off).
+var errNoNodeView = errors.New("the node has no node view")
+
 // confirm waits for the answer to q: that of the first read sent after confirm was called. It fails with
-// errBusy when too many requests wait, and with ctx's error when ctx ends first.
+// errBusy when too many requests wait, and with ctx's error when ctx ends first; with errNoNodeView,
+// beside the answer, when the read found no view.
 func (r *reader) confirm(ctx context.Context, q query) (protocol.NodeAgentConfirmResponse, error) {
-	w := &waiter{q: q, answer: make(chan protocol.NodeAgentConfirmResponse, 1)}
+	w := &waiter{q: q, answer: make(chan verdict, 1)}
 	r.mu.Lock()
 	if r.waiting >= r.maxWaiting {
 		r.mu.Unlock()
@@ -89,8 +100,11 @@ func (r *reader) confirm(ctx context.Context, q query) (protocol.NodeAgentConfir
 	default: // run is already woken
 	}
 	select {
-	case a := <-w.answer:
-		return a, nil
+	case v := <-w.answer:
+		if v.noView {
+			return v.answer, errNoNodeView
+		}
+		return v.answer, nil
 	case <-ctx.Done():
 		return protocol.NodeAgentConfirmResponse{}, ctx.Err()
 	case <-r.stopped:
@@ -126,7 +140,7 @@ func (r *reader) run(ctx context.Context) {
 		lastSent = r.clock.Now()
 		read := r.read(ctx)
 		for _, w := range batch {
-			w.answer <- answer(read, w.q)
+			w.answer <- verdict{answer: answer(read, w.q), noView: read.missing}
 		}
 	}
 }

@@ -66,6 +66,10 @@ func (s *Server) serveConfirm(w http.ResponseWriter, r *http.Request) {
 		logger.V(1).Info("Refused a token", "reason", err.Error(), "remote", r.RemoteAddr)
 		writeAnswer(w, http.StatusUnauthorized, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
 		return
+	case errors.Is(err, errTooManyReviews):
+		logger.V(1).Info("Too many tokens to review", "remote", r.RemoteAddr)
+		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
+		return
 	case err != nil:
 		logger.Error(err, "Cannot review a token")
 		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: "the node agent cannot review tokens with the API server"})
@@ -79,6 +83,11 @@ func (s *Server) serveConfirm(w http.ResponseWriter, r *http.Request) {
 	q := query{namespace: id.Namespace, group: req.Group, groupUID: req.GroupUID, generation: req.Generation}
 	a, err := s.reader.confirm(r.Context(), q)
 	switch {
+	case errors.Is(err, errNoNodeView):
+		// 404, as an address with no agent: a member that has not settled its mode yet confirms its view
+		// itself, for good, rather than wait for an operator that keeps no node views.
+		writeAnswer(w, http.StatusNotFound, a)
+		return
 	case errors.Is(err, errBusy), errors.Is(err, errStopped):
 		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
 		return
