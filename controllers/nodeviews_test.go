@@ -16,8 +16,8 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// nodeViewLine reads the group's line in node's view from the API server; MustSee 0 when there is none.
-func nodeViewLine(t *testing.T, ns, node, group string) (protocol.NodeViewLine, error) {
+// nodeViewLine reads group nv's line in node's view from the API server; MustSee 0 when there is none.
+func nodeViewLine(t *testing.T, ns, node string) (protocol.NodeViewLine, error) {
 	t.Helper()
 	var cm corev1.ConfigMap
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: protocol.NodeViewName(node)}, &cm); err != nil {
@@ -27,7 +27,7 @@ func nodeViewLine(t *testing.T, ns, node, group string) (protocol.NodeViewLine, 
 	if err != nil {
 		return protocol.NodeViewLine{}, err
 	}
-	l, _ := lines.Line(ns, group)
+	l, _ := lines.Line(ns, "nv")
 	return l, nil
 }
 
@@ -51,7 +51,7 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 	waitForSettled(t, ns, "nv", own, 8, 2)
 	for _, node := range []string{nodeA, nodeB} {
 		eventually(t, 10*time.Second, func() error {
-			l, err := nodeViewLine(t, ns, node, "nv")
+			l, err := nodeViewLine(t, ns, node)
 			if err == nil && l.MustSee < 1 {
 				err = fmt.Errorf("node view of %s has no line for the group", node)
 			}
@@ -67,11 +67,11 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 	t.Logf("the lost node's queues were read again %v after it was lost", time.Since(lost).Round(time.Millisecond))
 	assertNoOverlap(t, own)
 	revokedIn := getGroup(t, ns, "nv").Status.AssignmentGeneration - 1 // the grant follows the revocation
-	if l, err := nodeViewLine(t, ns, nodeA, "nv"); err != nil || l.MustSee < revokedIn {
+	if l, err := nodeViewLine(t, ns, nodeA); err != nil || l.MustSee < revokedIn {
 		t.Fatalf("node view of the lost node: line %+v (%v) once the queues moved; want it to ask for generation %d at least", l, err, revokedIn)
 	}
 	// Only the revoked member's node needs the generation: the other line is not written.
-	if l, err := nodeViewLine(t, ns, nodeB, "nv"); err != nil || l.MustSee >= revokedIn {
+	if l, err := nodeViewLine(t, ns, nodeB); err != nil || l.MustSee >= revokedIn {
 		t.Fatalf("node view of the other node: line %+v (%v); want it as it was, below generation %d", l, err, revokedIn)
 	}
 
@@ -79,7 +79,7 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 	ctx := context.Background()
 	must(t, k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.NodeViewName(nodeB)}}))
 	eventually(t, 10*time.Second, func() error {
-		_, err := nodeViewLine(t, ns, nodeB, "nv")
+		_, err := nodeViewLine(t, ns, nodeB)
 		return err
 	})
 	var cm corev1.ConfigMap
@@ -87,7 +87,7 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 	cm.Data[protocol.NodeViewKey] = `{"version":1,"lines":[]}`
 	must(t, k8s.Update(ctx, &cm))
 	eventually(t, 10*time.Second, func() error {
-		l, err := nodeViewLine(t, ns, nodeB, "nv")
+		l, err := nodeViewLine(t, ns, nodeB)
 		if err == nil && l.MustSee < revokedIn {
 			err = fmt.Errorf("node B's line asks for %d, want at least %d", l.MustSee, revokedIn)
 		}
@@ -98,7 +98,7 @@ func TestNodeViewsFollowTheGroup(t *testing.T) {
 	must(t, k8s.Delete(ctx, getGroup(t, ns, "nv")))
 	for _, node := range []string{nodeA, nodeB} {
 		eventually(t, 10*time.Second, func() error {
-			l, err := nodeViewLine(t, ns, node, "nv")
+			l, err := nodeViewLine(t, ns, node)
 			if err == nil && l.MustSee != 0 {
 				err = fmt.Errorf("node view of %s still has the deleted group's line %+v", node, l)
 			}

@@ -37,11 +37,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return res, err
-	}
-	work, err := os.MkdirTemp("", "consumergroup-scale-")
+	root, work, err := workspace()
 	if err != nil {
 		return res, err
 	}
@@ -82,23 +78,17 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	}
 
 	say("starting the operator")
-	var operatorArgs []string
-	if o.design == designNode {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
-			return res, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
-		}
-		operatorArgs = append(operatorArgs, "--node-views-namespace="+operatorNamespace)
+	operatorArgs, err := operatorFlags(ctx, o, c)
+	if err != nil {
+		return res, err
 	}
 	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"), operatorArgs...)
 	if err != nil {
 		return res, err
 	}
 	defer op.kill()
-	if err := sleep(ctx, 15*time.Second); err != nil {
+	if res.OperatorBaselineRSSBytes, err = baseline(ctx, op); err != nil {
 		return res, failed(err)
-	}
-	if res.OperatorBaselineRSSBytes, _, err = op.memory(); err != nil {
-		return res, err
 	}
 	say("operator with nothing to serve: RSS %.1f MiB", float64(res.OperatorBaselineRSSBytes)/(1<<20))
 
@@ -106,6 +96,36 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// workspace is the module's root and a new temporary directory for the run's files.
+func workspace() (root, work string, err error) {
+	if root, err = moduleRoot(); err != nil {
+		return "", "", err
+	}
+	work, err = os.MkdirTemp("", "consumergroup-scale-")
+	return root, work, err
+}
+
+// baseline is the operator's RSS with nothing to serve, once it has started and synced its caches.
+func baseline(ctx context.Context, op *operatorProcess) (int64, error) {
+	if err := sleep(ctx, 15*time.Second); err != nil {
+		return 0, err
+	}
+	rss, _, err := op.memory()
+	return rss, err
+}
+
+// operatorFlags are the operator's flags for o's design: in node mode it keeps node views, in a namespace
+// of its own that this creates.
+func operatorFlags(ctx context.Context, o options, c client.Client) ([]string, error) {
+	if o.design != designNode {
+		return nil, nil
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
+	}
+	return []string{"--node-views-namespace=" + operatorNamespace}, nil
 }
 
 // serveAndMeasure creates w, runs its members, and measures the steady window and a lost node into res.
