@@ -216,7 +216,8 @@ func sortedKeys(m map[string]float64) []string {
 }
 
 // checkRoom refuses a run the machine has no room for, before it starts: each member pod costs the
-// members' process, the API server and etcd together about perPod bytes (measured at 1,000 pods).
+// members' process, the API server and etcd together about perPod bytes (measured at 1,000 pods), and
+// about filesPerPod open files, for which it raises the process's limit.
 func checkRoom(o options, r result) error {
 	const perPod = 400 << 10
 	// Without /proc/meminfo (not Linux) available is 0 and the check passes: the watch during the run is
@@ -228,7 +229,9 @@ func checkRoom(o options, r result) error {
 		return fmt.Errorf("not enough memory for %d pods: about %d MiB needed (%d KiB a pod, 1 GiB for the operator and the control plane, %d MiB kept free), %d MiB available",
 			r.Pods, need>>20, perPod>>10, o.minAvailableMemory>>20, available>>20)
 	}
-	return nil
+	// Open files are room too: raised here, before the control plane starts and inherits the limit.
+	_, err := raiseFileLimit(r.Pods)
+	return err
 }
 
 // watchRoom cancels the run, saying why, once the machine's available memory falls below minAvailable or
