@@ -130,7 +130,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	linesChanged, err := r.syncNodeViews(ctx, group, obs, d)
+	linesAsked, err := r.syncNodeViews(ctx, group, obs, d)
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "node views", err)
 	}
@@ -145,17 +145,22 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	r.emitEvents(group, oldStatus, d)
 	recordMetrics(&r.memory, group, topo, oldStatus, &group.Status, obs, d, now)
 	// Handoffs wait on acknowledgements, which arrive as Lease events, and on deadlines, which do not.
-	// Promises wait on the node views too: what the pass just learnt of them is counted by the next.
+	// Promises wait on the node views too: the writes the pass asked for wake the group when they
+	// return; a node view that cannot be written is tried again, and the pass looks again meanwhile.
 	requeue := d.RequeueAfter
-	if linesChanged && (requeue <= 0 || requeue > conflictRetry) {
-		requeue = conflictRetry
+	if linesAsked && (requeue <= 0 || requeue > nodeViewPoll) {
+		requeue = nodeViewPoll
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// syncNodeViews writes the group's lines in the node views after its assignment: each node its pods run
+// nodeViewPoll is how soon a pass that asked for node view writes, with a promise waiting on them, runs
+// again if no write has woken it.
+const nodeViewPoll = 5 * time.Second
+
+// syncNodeViews asks for the group's lines in the node views after its assignment: each node its pods run
 // on gets one, raised to the generation in force before the promises the bookkeeping waits on count.
-// It reports whether it changed what the operator knows of them while a promise waits on them.
+// It reports whether it asked for writes while a promise waits on them.
 func (r *ConsumerGroupReconciler) syncNodeViews(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, d *plan.Decision) (bool, error) {
 	if r.nodeViews == nil {
 		return false, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -62,15 +65,27 @@ type nodeViews struct {
 	namespace string
 	clock     clock.PassiveClock
 
-	// mu guards lines; nodeLocks orders the writes to each node view, so that the passes of groups with
-	// pods on one node take turns rather than meet in conflicts.
-	mu        sync.Mutex
-	lines     map[types.NamespacedName]map[string]plan.LineHistory
-	nodeLocks sync.Map
+	// mu guards lines: what the operator knows of each group's line in each node view.
+	mu    sync.Mutex
+	lines map[types.NamespacedName]map[string]plan.LineHistory
+
+	// pendingMu guards pending: by node, by group, what passes asked of the lines and no write has made
+	// yet. queue holds the nodes whose views have writes pending; woken, the groups whose lines a write
+	// changed, for their passes to run again.
+	pendingMu sync.Mutex
+	pending   map[string]map[types.NamespacedName]lineChange
+	queue     workqueue.TypedRateLimitingInterface[string]
+	woken     chan event.GenericEvent
 }
 
 func newNodeViews(cached client.Client, live client.Reader, namespace string, clk clock.PassiveClock) *nodeViews {
-	return &nodeViews{cached: cached, live: live, namespace: namespace, clock: clk, lines: map[types.NamespacedName]map[string]plan.LineHistory{}}
+	return &nodeViews{cached: cached, live: live, namespace: namespace, clock: clk,
+		lines:   map[types.NamespacedName]map[string]plan.LineHistory{},
+		pending: map[string]map[types.NamespacedName]lineChange{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeviews"}),
+		woken: make(chan event.GenericEvent, 1024),
+	}
 }
 
 // seen is what the operator knows of the group's lines: the histories it keeps, with what the cache shows
@@ -163,9 +178,10 @@ func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.Nod
 	return w
 }
 
-// sync brings the group's lines to what planNodeViews says: every node view the group's pods run on
-// holds a line at least at need, raised to generation when written. It reports whether it changed what
-// the operator knows, for the pass to look again at the promises that wait on it.
+// sync asks for the group's lines to be what planNodeViews says: every node view the group's pods run on
+// holding a line at least at need, raised to generation when written. The writes are the flusher's
+// (Start): one per node for every group that asked meanwhile. It reports whether it asked for anything:
+// once the writes return, the group's pass runs again (woken) and counts on what they wrote.
 func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []corev1.Pod, generation int64, need plan.LinesMustSee) (bool, error) {
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
 	cachedLines, err := nv.nodesWithLines(ctx, key)
@@ -183,41 +199,152 @@ func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []
 	nv.mu.Unlock()
 	work := planNodeViews(podNodes, cachedLines, known, group.UID, need)
 	for _, node := range work.raise {
-		line := protocol.NodeViewLine{Namespace: group.Namespace, Group: group.Name, GroupUID: group.UID, MustSee: max(generation, need.On(node), 1)}
-		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
-			if old, ok := lines.Line(line.Namespace, line.Group); ok && old.GroupUID == line.GroupUID && old.MustSee >= line.MustSee {
-				return lines
-			}
-			return lines.With(line)
-		}); err != nil {
-			return true, err
-		}
+		nv.ask(node, key, lineChange{uid: group.UID, mustSee: max(generation, need.On(node), 1)})
 	}
 	for _, node := range work.remove {
-		if err := nv.write(ctx, key, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
-			return lines.Without(key.Namespace, key.Name)
-		}); err != nil {
-			return true, err
-		}
+		nv.ask(node, key, lineChange{remove: true})
 	}
 	return len(work.raise)+len(work.remove) > 0, nil
 }
 
-// errNoNodeView stands for a node view that does not exist, which holds no line.
-var errNoNodeView = errors.New("no node view")
+// lineChange is what a group's pass asks of its line in one node view: at least mustSee, for the group's
+// incarnation uid; or no line.
+type lineChange struct {
+	uid     types.UID
+	mustSee int64
+	remove  bool
+}
 
-// maxNodeViewTries bounds how often one write of a node view meets a newer version before the pass
-// gives up and retries later.
+// merge is what asking for c after d asks: the later incarnation, the higher generation, or the removal
+// asked last.
+func (d lineChange) merge(c lineChange) lineChange {
+	if c.remove || d.remove || c.uid != d.uid {
+		return c
+	}
+	c.mustSee = max(c.mustSee, d.mustSee)
+	return c
+}
+
+// apply makes lines hold what c asks of the group's line.
+func (c lineChange) apply(lines protocol.NodeViewLines, group types.NamespacedName) protocol.NodeViewLines {
+	if c.remove {
+		return lines.Without(group.Namespace, group.Name)
+	}
+	if old, ok := lines.Line(group.Namespace, group.Name); ok && old.GroupUID == c.uid && old.MustSee >= c.mustSee {
+		return lines
+	}
+	return lines.With(protocol.NodeViewLine{Namespace: group.Namespace, Group: group.Name, GroupUID: c.uid, MustSee: c.mustSee})
+}
+
+// ask records c for the group's line on node, for the flusher to write.
+func (nv *nodeViews) ask(node string, group types.NamespacedName, c lineChange) {
+	nv.pendingMu.Lock()
+	if nv.pending[node] == nil {
+		nv.pending[node] = map[types.NamespacedName]lineChange{}
+	}
+	if d, ok := nv.pending[node][group]; ok {
+		c = d.merge(c)
+	}
+	nv.pending[node][group] = c
+	nv.pendingMu.Unlock()
+	nv.queue.Add(node)
+}
+
+// take empties what is asked of node's view.
+func (nv *nodeViews) take(node string) map[types.NamespacedName]lineChange {
+	nv.pendingMu.Lock()
+	defer nv.pendingMu.Unlock()
+	asked := nv.pending[node]
+	delete(nv.pending, node)
+	return asked
+}
+
+// giveBack returns what a failed write took, under what was asked since.
+func (nv *nodeViews) giveBack(node string, asked map[types.NamespacedName]lineChange) {
+	nv.pendingMu.Lock()
+	defer nv.pendingMu.Unlock()
+	if nv.pending[node] == nil {
+		nv.pending[node] = map[types.NamespacedName]lineChange{}
+	}
+	for group, c := range asked {
+		if later, ok := nv.pending[node][group]; ok {
+			c = c.merge(later)
+		}
+		nv.pending[node][group] = c
+	}
+}
+
+// flusherWorkers write node views at once, each one node at a time.
+const flusherWorkers = 2
+
+// NeedLeaderElection: only the leader writes node views.
+func (nv *nodeViews) NeedLeaderElection() bool { return true }
+
+// Start writes node views as passes ask, until ctx ends: one write per node for all the groups that
+// asked since its last, which the work queue never runs twice at once.
+func (nv *nodeViews) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		nv.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range flusherWorkers {
+		wg.Go(func() {
+			for {
+				node, shutdown := nv.queue.Get()
+				if shutdown {
+					return
+				}
+				if err := nv.flush(ctx, node); err != nil {
+					log.FromContext(ctx).Error(err, "Cannot write a node view; trying again", "node", node)
+					nv.queue.AddRateLimited(node)
+				} else {
+					nv.queue.Forget(node)
+				}
+				nv.queue.Done(node)
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// flush writes what was asked of node's view, and wakes the groups that asked.
+func (nv *nodeViews) flush(ctx context.Context, node string) error {
+	asked := nv.take(node)
+	if len(asked) == 0 {
+		return nil
+	}
+	groups := slices.SortedFunc(maps.Keys(asked), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	err := nv.write(ctx, node, groups, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
+		for _, g := range groups {
+			lines = asked[g].apply(lines, g)
+		}
+		return lines
+	})
+	if err != nil {
+		nv.giveBack(node, asked)
+		return err
+	}
+	for _, g := range groups {
+		select {
+		case nv.woken <- event.GenericEvent{Object: &v1alpha1.ConsumerGroup{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name}}}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// maxNodeViewTries bounds how often one write of a node view meets a newer version before the flusher
+// tries again later.
 const maxNodeViewTries = 5
 
 // write changes node's view by change, from the cache, or from a read of the API server once a write met
-// a newer version, and records what the group's line holds from then on: from when the write returned,
-// or, when nothing changed, from when it was read. A view that cannot be read (edited) is written again
-// whole from change's lines alone.
-func (nv *nodeViews) write(ctx context.Context, group types.NamespacedName, node string, change func(protocol.NodeViewLines) protocol.NodeViewLines) error {
-	lock, _ := nv.nodeLocks.LoadOrStore(node, &sync.Mutex{})
-	lock.(*sync.Mutex).Lock()
-	defer lock.(*sync.Mutex).Unlock()
+// a newer version, and records what each of groups' lines holds from then on: from when the write
+// returned, or, when nothing changed, from when it was read. A view that cannot be read (edited) is
+// written again whole from change's lines alone.
+func (nv *nodeViews) write(ctx context.Context, node string, groups []types.NamespacedName, change func(protocol.NodeViewLines) protocol.NodeViewLines) error {
 	name := protocol.NodeViewName(node)
 	for try := range maxNodeViewTries {
 		readAt := nv.clock.Now()
@@ -240,13 +367,13 @@ func (nv *nodeViews) write(ctx context.Context, group types.NamespacedName, node
 		}
 		after := change(before)
 		if readErr == nil && slices.Equal(before.Lines, after.Lines) {
-			nv.record(group, node, readAt, after)
+			nv.record(groups, node, readAt, after)
 			return nil
 		}
 		err = nv.put(ctx, &cm, exists, node, after)
 		switch {
 		case err == nil:
-			nv.record(group, node, nv.clock.Now(), after)
+			nv.record(groups, node, nv.clock.Now(), after)
 			return nil
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			continue
@@ -256,6 +383,9 @@ func (nv *nodeViews) write(ctx context.Context, group types.NamespacedName, node
 	}
 	return fmt.Errorf("writing node view %s: %d writes in a row met a newer version", name, maxNodeViewTries)
 }
+
+// errNoNodeView stands for a node view that does not exist, which holds no line.
+var errNoNodeView = errors.New("no node view")
 
 // put writes lines as node's view: an update of cm when it exists, else a create.
 func (nv *nodeViews) put(ctx context.Context, cm *corev1.ConfigMap, exists bool, node string, lines protocol.NodeViewLines) error {
@@ -279,18 +409,20 @@ func (nv *nodeViews) put(ctx context.Context, cm *corev1.ConfigMap, exists bool,
 	return nv.cached.Create(ctx, cm)
 }
 
-// record notes that node's view held lines from at on.
-func (nv *nodeViews) record(group types.NamespacedName, node string, at time.Time, lines protocol.NodeViewLines) {
-	mustSee := plan.NoLine
-	if l, ok := lines.Line(group.Namespace, group.Name); ok {
-		mustSee = l.MustSee
-	}
+// record notes that node's view held lines from at on, for each of groups.
+func (nv *nodeViews) record(groups []types.NamespacedName, node string, at time.Time, lines protocol.NodeViewLines) {
 	nv.mu.Lock()
 	defer nv.mu.Unlock()
-	if nv.lines[group] == nil {
-		nv.lines[group] = map[string]plan.LineHistory{}
+	for _, group := range groups {
+		mustSee := plan.NoLine
+		if l, ok := lines.Line(group.Namespace, group.Name); ok {
+			mustSee = l.MustSee
+		}
+		if nv.lines[group] == nil {
+			nv.lines[group] = map[string]plan.LineHistory{}
+		}
+		nv.lines[group][node] = nv.lines[group][node].Add(at, mustSee)
 	}
-	nv.lines[group][node] = nv.lines[group][node].Add(at, mustSee)
 }
 
 // forget drops what the operator keeps of a group that is gone.
@@ -300,19 +432,15 @@ func (nv *nodeViews) forget(group types.NamespacedName) {
 	delete(nv.lines, group)
 }
 
-// removeGroup removes the lines of a group that is gone, or is being deleted, from every node view the
-// cache shows them in.
+// removeGroup asks for the lines of a group that is gone, or is being deleted, to leave every node view
+// the cache shows them in.
 func (nv *nodeViews) removeGroup(ctx context.Context, group types.NamespacedName) error {
 	nodes, err := nv.nodesWithLines(ctx, group)
 	if err != nil {
 		return err
 	}
-	for _, node := range slices.Sorted(maps.Keys(nodes)) {
-		if err := nv.write(ctx, group, node, func(lines protocol.NodeViewLines) protocol.NodeViewLines {
-			return lines.Without(group.Namespace, group.Name)
-		}); err != nil {
-			return err
-		}
+	for node := range nodes {
+		nv.ask(node, group, lineChange{remove: true})
 	}
 	nv.forget(group)
 	return nil

@@ -66,3 +66,44 @@ func TestPlanNodeViews(t *testing.T) {
 		})
 	}
 }
+
+// What several passes ask of one line before its node view is written comes to one change: the later
+// incarnation of the group, the higher generation, or the removal asked last; applied, it never lowers a
+// line of the same incarnation.
+func TestLineChanges(t *testing.T) {
+	g := types.NamespacedName{Namespace: "ns", Name: "g"}
+	raise := func(uid types.UID, gen int64) lineChange { return lineChange{uid: uid, mustSee: gen} }
+	remove := lineChange{remove: true}
+	merges := []struct {
+		name        string
+		first, then lineChange
+		want        lineChange
+	}{
+		{"the higher generation", raise("u", 7), raise("u", 5), raise("u", 7)},
+		{"a later incarnation", raise("u", 7), raise("v", 2), raise("v", 2)},
+		{"a removal asked last", raise("u", 7), remove, remove},
+		{"a raise after a removal", remove, raise("u", 3), raise("u", 3)},
+	}
+	for _, tt := range merges {
+		if got := tt.first.merge(tt.then); got != tt.want {
+			t.Errorf("%s: %+v then %+v = %+v, want %+v", tt.name, tt.first, tt.then, got, tt.want)
+		}
+	}
+	lines := protocol.NodeViewLines{}.With(protocol.NodeViewLine{Namespace: "ns", Group: "g", GroupUID: "u", MustSee: 6})
+	applies := []struct {
+		name string
+		c    lineChange
+		want int64 // the line's must-see afterwards; 0 for none
+	}{
+		{"never lowered", raise("u", 4), 6},
+		{"raised", raise("u", 9), 9},
+		{"another incarnation's line replaced", raise("v", 2), 2},
+		{"removed", remove, 0},
+	}
+	for _, tt := range applies {
+		l, _ := tt.c.apply(lines, g).Line("ns", "g")
+		if l.MustSee != tt.want {
+			t.Errorf("%s: the line asks for %d, want %d", tt.name, l.MustSee, tt.want)
+		}
+	}
+}

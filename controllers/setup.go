@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
@@ -78,6 +79,10 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			return err
 		}
 		r.nodeViews = newNodeViews(r.Client, r.APIReader, r.NodeViewsNamespace, r.Clock)
+		if err := mgr.Add(r.nodeViews); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(r.nodeViews.woken, &handler.EnqueueRequestForObject{}))
 		b = b.Watches(&corev1.ConfigMap{}, nodeViewLinesLost(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.NodeViewsNamespace && o.GetLabels()[protocol.NodeViewLabel] == "true"
 		})))
