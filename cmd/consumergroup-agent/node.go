@@ -112,6 +112,7 @@ func serveNode(ctx context.Context, agent *nodeagent.Server, ln net.Listener) er
 	go func() { runDone <- agent.Run(ctx) }()
 	srv := &http.Server{
 		Handler:           agent.Handler(),
+		Protocols:         nodeagent.Protocols(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -5,10 +5,11 @@ import (
 	"syscall"
 )
 
-// filesPerPod is how many files a run holds open per member pod: its connection to its node's agent at
-// both ends, and its share of the connections to the API server at both ends (the API server and etcd
-// are this program's children, and inherit its limit).
-const filesPerPod = 4
+// filesPerPod is how many files a run holds open per member pod, at most: the members of a node share
+// their connections to the API server and to their agent (HTTP/2), so a pod costs its share of a few
+// connections a node, at both ends (the API server and etcd are this program's children, and inherit
+// its limit), and the files its member's client opens.
+const filesPerPod = 1
 
 // raiseFileLimit lifts the limit on open files to what pods members need, as far as the process may: a
 // real cluster spreads these connections over its nodes, a run holds them all in one machine. Without the

@@ -35,15 +35,18 @@ const (
 )
 
 // nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server on a
-// loopback port with its own connection to the API server, which can be cut, as its node's.
+// loopback port with its own connection to the API server, which can be cut, as its node's. The members
+// of a node ask their agent through one client, over one HTTP/2 connection: a run holds every node's
+// connections in one process, whose open files are limited.
 type nodeAgents struct {
 	servers map[string]*httptest.Server
+	clients map[string]*http.Client
 	cut     map[string]*atomic.Bool
 }
 
 // startNodeAgents starts an agent for each node, until ctx ends.
 func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*nodeAgents, error) {
-	a := &nodeAgents{servers: map[string]*httptest.Server{}, cut: map[string]*atomic.Bool{}}
+	a := &nodeAgents{servers: map[string]*httptest.Server{}, clients: map[string]*http.Client{}, cut: map[string]*atomic.Bool{}}
 	for _, node := range nodes {
 		cut := &atomic.Bool{}
 		agentCfg := rest.CopyConfig(cfg)
@@ -57,10 +60,19 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 			return nil, fmt.Errorf("node agent of %s: %w", node, err)
 		}
 		go func() { _ = srv.Run(ctx) }()
-		a.servers[node], a.cut[node] = httptest.NewServer(srv.Handler()), cut
+		ts := httptest.NewUnstartedServer(srv.Handler())
+		ts.Config.Protocols = nodeagent.Protocols()
+		ts.Start()
+		h2c := new(http.Protocols)
+		h2c.SetUnencryptedHTTP2(true)
+		a.servers[node], a.cut[node] = ts, cut
+		a.clients[node] = &http.Client{Transport: &http.Transport{Protocols: h2c}}
 	}
 	return a, nil
 }
+
+// client is the client the members on node ask their agent with.
+func (a *nodeAgents) client(node string) *http.Client { return a.clients[node] }
 
 // url is the base URL of node's agent.
 func (a *nodeAgents) url(node string) string { return a.servers[node].URL }

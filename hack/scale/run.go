@@ -216,7 +216,8 @@ func liveness(ctx context.Context, o options, w world, cfg *rest.Config, cs kube
 	}
 	return func(i int) testenv.MemberOptions {
 		token := tokens[i]
-		return testenv.MemberOptions{NodeAgent: agents.url(w.pods[i].Spec.NodeName), NodeAgentToken: func() (string, error) { return token, nil }}
+		node := w.pods[i].Spec.NodeName
+		return testenv.MemberOptions{NodeAgent: agents.url(node), NodeAgentToken: func() (string, error) { return token, nil }, NodeAgentClient: agents.client(node)}
 	}, agents, nil
 }
 

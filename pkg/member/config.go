@@ -3,6 +3,7 @@ package member
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -81,6 +82,10 @@ type Config struct {
 	NodeAgentTokenFile string
 	// NodeAgentToken returns the token for the agent; when nil, it reads NodeAgentTokenFile.
 	NodeAgentToken func() (string, error)
+	// NodeAgentClient is the HTTP client the member asks its agent with; nil for one of its own. A
+	// process that runs the members of many pods on one node can give them one client, whose transport
+	// speaks HTTP/2 to the agent (nodeagent.Protocols) and so holds one connection for them all.
+	NodeAgentClient *http.Client
 }
 
 // ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP, MEMBER_ID

@@ -57,10 +57,13 @@ type nodeConfirmer struct {
 
 func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
 	// No proxy from the environment: the agent is on the pod's node, reached at the node's IP.
-	transport := &http.Transport{DialContext: (&net.Dialer{Timeout: agentDialTimeout}).DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
+	client := cfg.NodeAgentClient
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: agentDialTimeout}).DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}}
+	}
 	return &nodeConfirmer{
 		url:   strings.TrimSuffix(cfg.NodeAgent, "/") + protocol.NodeAgentConfirmPath,
-		token: cfg.NodeAgentToken, group: cfg.Group, client: &http.Client{Transport: transport}, view: view,
+		token: cfg.NodeAgentToken, group: cfg.Group, client: client, view: view,
 		perMemberTimeout: perMemberAttemptTimeout(protocol.ContactInterval(cfg.ContactTimeout)),
 	}
 }

@@ -46,6 +46,15 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// Protocols are what an agent's HTTP server speaks: HTTP/1.1, and HTTP/2 without TLS for a client that
+// knows it is there and sends the requests of many members over one connection.
+func Protocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
 // Handler serves the agent's API:
 //
 //	POST protocol.NodeAgentConfirmPath  confirm a member's view (a NodeAgentConfirmRequest)
