@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -187,3 +190,79 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// nodeModeBound is the most API requests a member in node mode may cost a second, agent included, for
+// BenchmarkNodeModeRequests to pass: the target of docs/performance.md at 30 members a node.
+const nodeModeBound = 0.05
+
+// BenchmarkNodeModeRequests runs 30 members on one node in node mode, with their node agent, as a node of
+// 150,000 pods on 5,000 nodes would, and counts every API request they and the agent send over a steady
+// window, watches aside: the agent's one read a second, shared by all, and whatever the members send on
+// their own. It fails when that is more than nodeModeBound a member a second: a change that makes members
+// confirm on their own again, or the agent read per request, shows here.
+//
+//	go test -tags envtest ./pkg/member -run '^$' -bench NodeModeRequests -benchtime 1x
+func BenchmarkNodeModeRequests(b *testing.B) {
+	const members = 30
+	ns, views := newNamespace(b), newNamespace(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var requests atomic.Int64
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = 10000, 10000
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") != "true" {
+				requests.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	counted := kubernetes.NewForConfigOrDie(cfg)
+	agent, err := nodeagent.New(nodeagent.Config{Node: agentNode, Namespace: views, Client: counted})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = agent.Run(ctx) }()
+	srv := httptest.NewServer(agent.Handler())
+	defer srv.Close()
+	testenv.WriteNodeView(b, cs, views, agentNode, protocol.NodeViewLines{}.
+		With(protocol.NodeViewLine{Namespace: ns, Group: group, GroupUID: groupUID, MustSee: 1}))
+
+	entries := map[string][]member.Queue{}
+	clients := make([]*member.Client, members)
+	for i := range members {
+		pod := testenv.PodOnNode(b, cs, ns, fmt.Sprintf("node-mode-%d", i), "consumer", agentNode)
+		token := testenv.PodToken(b, cs, pod, protocol.NodeAgentAudience)
+		c, err := member.New(counted, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true,
+			NodeAgent: srv.URL, NodeAgentToken: func() (string, error) { return token, nil }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = c
+		go func() { _ = c.Run(ctx) }()
+		entries[pod.Name] = queues(int32(i))
+	}
+	publish(b, ns, 1, entries)
+	eventually(b, time.Minute, func() error {
+		for i, c := range clients {
+			if got := c.Current(); c.Acked() != 1 || len(got.Queues) != 1 {
+				return fmt.Errorf("member %d has acknowledged %d and reads %v", i, c.Acked(), got.Queues)
+			}
+		}
+		return nil
+	})
+	// A member confirms its first view with a read of its own when nothing was published yet, and asks
+	// its agent from then on: its token's review, the agent's first, comes a moment later.
+	time.Sleep(protocol.DefaultContactTimeout)
+	const window = 20 * time.Second
+	before := requests.Load()
+	for b.Loop() {
+		time.Sleep(window)
+	}
+	perMember := float64(requests.Load()-before) / float64(b.N) / window.Seconds() / members
+	b.ReportMetric(perMember, "requests/member/s")
+	if perMember > nodeModeBound {
+		b.Fatalf("%.3f API requests a member a second in node mode, more than %.2f", perMember, nodeModeBound)
+	}
+}
