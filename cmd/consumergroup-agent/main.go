@@ -173,23 +173,30 @@ func serve(ctx context.Context, client *member.Client, ln net.Listener, l limits
 		// No WriteTimeout: long-polls and drains are bounded by their own timeouts.
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-serveDone:
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	err := serveHTTP(ctx, srv, ln, func() {})
 	// The Lease stays: it is deleted with the pod, and a restarted agent takes it over.
 	cancelRun()
 	<-topicsDone
 	if runErr := <-runDone; runErr != nil && err == nil {
 		err = runErr
 	}
+	return err
+}
+
+// serveHTTP serves srv on ln until ctx ends or serving fails, calls before, then shuts srv down, giving
+// the requests in flight 5 s. It returns why serving failed; nil when ctx ended it.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, before func()) error {
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveDone:
+	}
+	before()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -119,22 +119,10 @@ func serveNode(ctx context.Context, agent *nodeagent.Server, ln net.Listener) er
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-serveDone:
-	}
-	stop() // the reader stops, and answers the requests still waiting 503: Shutdown need not wait for them
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	// The reader stops first, and answers the requests still waiting 503: Shutdown need not wait for them.
+	err := serveHTTP(ctx, srv, ln, stop)
 	if runErr := <-runDone; runErr != nil && err == nil {
 		err = runErr
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
 	}
 	return err
 }

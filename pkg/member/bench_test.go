@@ -124,17 +124,11 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var reads atomic.Int64
-	cfg := rest.CopyConfig(restConfig)
-	cfg.QPS, cfg.Burst = 10000, 10000
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
-				reads.Add(1)
-			}
-			return rt.RoundTrip(req)
-		})
+	counted := countingClient(func(req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
+			reads.Add(1)
+		}
 	})
-	counted := kubernetes.NewForConfigOrDie(cfg)
 	entries := map[string][]member.Queue{}
 	clients := make([]*member.Client, members)
 	for i := range members {
@@ -187,6 +181,20 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 	b.ReportMetric(float64(reads.Load()-readsBefore)/float64(b.N)/window.Seconds()*1000/members, "reads/s/1000-members")
 }
 
+// countingClient is a clientset of the test's API server, without a client-side rate limit, that shows
+// count every request it sends.
+func countingClient(count func(*http.Request)) kubernetes.Interface {
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = 10000, 10000
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			count(req)
+			return rt.RoundTrip(req)
+		})
+	})
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
@@ -208,17 +216,11 @@ func BenchmarkNodeModeRequests(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var requests atomic.Int64
-	cfg := rest.CopyConfig(restConfig)
-	cfg.QPS, cfg.Burst = 10000, 10000
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.URL.Query().Get("watch") != "true" {
-				requests.Add(1)
-			}
-			return rt.RoundTrip(req)
-		})
+	counted := countingClient(func(req *http.Request) {
+		if req.URL.Query().Get("watch") != "true" {
+			requests.Add(1)
+		}
 	})
-	counted := kubernetes.NewForConfigOrDie(cfg)
 	agent, err := nodeagent.New(nodeagent.Config{Node: agentNode, Namespace: views, Client: counted})
 	if err != nil {
 		b.Fatal(err)
