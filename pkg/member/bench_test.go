@@ -129,26 +129,8 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 			reads.Add(1)
 		}
 	})
-	entries := map[string][]member.Queue{}
-	clients := make([]*member.Client, members)
-	for i := range members {
-		pod := newPod(b, ns, fmt.Sprintf("steady-%d", i))
-		c, err := member.New(counted, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		clients[i] = c
-		go func() { _ = c.Run(ctx) }()
-		entries[pod.Name] = queues(int32(i))
-	}
-	publish(b, ns, 1, entries)
-	eventually(b, time.Minute, func() error {
-		for i, c := range clients {
-			if c.Acked() != 1 {
-				return fmt.Errorf("member %d has acknowledged %d", i, c.Acked())
-			}
-		}
-		return nil
+	startSteadyMembers(ctx, b, ns, counted, members, func(i int) (*corev1.Pod, func(*member.Config)) {
+		return newPod(b, ns, fmt.Sprintf("steady-%d", i)), func(*member.Config) {}
 	})
 	window := protocol.DefaultLeaseDuration
 	var writes int
@@ -181,8 +163,37 @@ func BenchmarkSteadyStateLeaseWrites(b *testing.B) {
 	b.ReportMetric(float64(reads.Load()-readsBefore)/float64(b.N)/window.Seconds()*1000/members, "reads/s/1000-members")
 }
 
+// startSteadyMembers runs n members with clientset, that acknowledge what they are given, until ctx ends:
+// the pod of member i and what its configuration adds come from podOf. It publishes generation 1, which
+// gives member i queue i, and waits until every member has acknowledged it and reads its queue.
+func startSteadyMembers(ctx context.Context, b *testing.B, ns string, clientset kubernetes.Interface, n int, podOf func(i int) (*corev1.Pod, func(*member.Config))) {
+	entries := map[string][]member.Queue{}
+	clients := make([]*member.Client, n)
+	for i := range n {
+		pod, tweak := podOf(i)
+		cfg := member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true}
+		tweak(&cfg)
+		c, err := member.New(clientset, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = c
+		go func() { _ = c.Run(ctx) }()
+		entries[pod.Name] = queues(int32(i))
+	}
+	publish(b, ns, 1, entries)
+	eventually(b, time.Minute, func() error {
+		for i, c := range clients {
+			if got := c.Current(); c.Acked() != 1 || len(got.Queues) != 1 {
+				return fmt.Errorf("member %d has acknowledged %d and reads %v", i, c.Acked(), got.Queues)
+			}
+		}
+		return nil
+	})
+}
+
 // countingClient is a clientset of the test's API server, without a client-side rate limit, that shows
-// count every request it sends.
+// count every request before it sends it.
 func countingClient(count func(*http.Request)) kubernetes.Interface {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 10000, 10000
@@ -231,28 +242,12 @@ func BenchmarkNodeModeRequests(b *testing.B) {
 	testenv.WriteNodeView(b, cs, views, agentNode, protocol.NodeViewLines{}.
 		With(protocol.NodeViewLine{Namespace: ns, Group: group, GroupUID: groupUID, MustSee: 1}))
 
-	entries := map[string][]member.Queue{}
-	clients := make([]*member.Client, members)
-	for i := range members {
+	startSteadyMembers(ctx, b, ns, counted, members, func(i int) (*corev1.Pod, func(*member.Config)) {
 		pod := testenv.PodOnNode(b, cs, ns, fmt.Sprintf("node-mode-%d", i), "consumer", agentNode)
 		token := testenv.PodToken(b, cs, pod, protocol.NodeAgentAudience)
-		c, err := member.New(counted, member.Config{Namespace: ns, Group: group, Pod: pod.Name, PodUID: pod.UID, AutoAck: true,
-			NodeAgent: srv.URL, NodeAgentToken: func() (string, error) { return token, nil }})
-		if err != nil {
-			b.Fatal(err)
+		return pod, func(c *member.Config) {
+			c.NodeAgent, c.NodeAgentToken = srv.URL, func() (string, error) { return token, nil }
 		}
-		clients[i] = c
-		go func() { _ = c.Run(ctx) }()
-		entries[pod.Name] = queues(int32(i))
-	}
-	publish(b, ns, 1, entries)
-	eventually(b, time.Minute, func() error {
-		for i, c := range clients {
-			if got := c.Current(); c.Acked() != 1 || len(got.Queues) != 1 {
-				return fmt.Errorf("member %d has acknowledged %d and reads %v", i, c.Acked(), got.Queues)
-			}
-		}
-		return nil
 	})
 	// A member confirms its first view with a read of its own when nothing was published yet, and asks
 	// its agent from then on: its token's review, the agent's first, comes a moment later.
