@@ -68,6 +68,31 @@ func runKubelet(t *testing.T, node string) (stop func()) {
 	return stop
 }
 
+// twoNodes is a settled Cooperative group of 8 queues with a member on each of two nodes, whose kubelets
+// renew the nodes' Leases until loseNodeA stops node A's. Its members' Leases last 60 s; they promise
+// (contact timeout 1 s, stop timeout 1 s) to read nothing 2 s after an assignment without a queue.
+type twoNodes struct {
+	own          *testenv.Ownership
+	nodeA, nodeB string
+	onA, onB     *testenv.SimMember
+	loseNodeA    func()
+}
+
+// settleOnTwoNodes creates group in ns on two nodes and waits until each member reads its share.
+func settleOnTwoNodes(t *testing.T, ns, group string) twoNodes {
+	t.Helper()
+	w := twoNodes{own: testenv.NewOwnership(), nodeA: ns + "-a", nodeB: ns + "-b"}
+	cooperativeGroup(ns, group, 8, 30).Create(t, k8s)
+	w.loseNodeA = runKubelet(t, w.nodeA)
+	runKubelet(t, w.nodeB)
+	opts := testenv.MemberOptions{LeaseDuration: time.Minute, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
+		ContactTimeout: time.Second, StopTimeout: time.Second}
+	w.onA = testenv.StartMember(t, restConfig, group, testenv.Pod(ns, group+"-0", group).OnNode(w.nodeA).Create(t, k8s), w.own, opts)
+	w.onB = testenv.StartMember(t, restConfig, group, testenv.Pod(ns, group+"-1", group).OnNode(w.nodeB).Create(t, k8s), w.own, opts)
+	waitForSettled(t, ns, group, w.own, 8, 2)
+	return w
+}
+
 // TestLostNodesQueuesMoveWithinThePromise loses a node: its kubelet stops renewing the node's Lease and
 // the member pod on it is cut off from the API server, its process still running, its pod still Ready
 // and nothing from a kubelet to say otherwise. The member's Lease lasts 60 s; it promises (contact
@@ -79,16 +104,8 @@ func runKubelet(t *testing.T, node string) (stop func()) {
 func TestLostNodesQueuesMoveWithinThePromise(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns)
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "l", 8, 30).Create(t, k8s)
-	nodeA, nodeB := ns+"-a", ns+"-b"
-	loseNodeA := runKubelet(t, nodeA)
-	runKubelet(t, nodeB)
-	opts := testenv.MemberOptions{LeaseDuration: time.Minute, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
-		ContactTimeout: time.Second, StopTimeout: time.Second}
-	onA := testenv.StartMember(t, restConfig, "l", testenv.Pod(ns, "l-0", "l").OnNode(nodeA).Create(t, k8s), own, opts)
-	onB := testenv.StartMember(t, restConfig, "l", testenv.Pod(ns, "l-1", "l").OnNode(nodeB).Create(t, k8s), own, opts)
-	waitForSettled(t, ns, "l", own, 8, 2)
+	w := settleOnTwoNodes(t, ns, "l")
+	own, onA, onB, loseNodeA := w.own, w.onA, w.onB, w.loseNodeA
 	held := own.Reading(onA.Reader())
 	if len(held) == 0 {
 		t.Fatal("the member on node A reads nothing before the node is lost")

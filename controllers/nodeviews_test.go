@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -39,16 +38,8 @@ func nodeViewLine(t *testing.T, ns, node string) (protocol.NodeViewLine, error) 
 func TestNodeViewsFollowTheGroup(t *testing.T) {
 	ns := newNamespace(t)
 	startManager(t, ns, func(r *ConsumerGroupReconciler) { r.NodeViewsNamespace = ns })
-	own := testenv.NewOwnership()
-	cooperativeGroup(ns, "nv", 8, 30).Create(t, k8s)
-	nodeA, nodeB := ns+"-a", ns+"-b"
-	loseNodeA := runKubelet(t, nodeA)
-	runKubelet(t, nodeB)
-	opts := testenv.MemberOptions{LeaseDuration: time.Minute, MaxClockSkew: testClockSkew, DrainAckTimeout: time.Second,
-		ContactTimeout: time.Second, StopTimeout: time.Second}
-	onA := testenv.StartMember(t, restConfig, "nv", testenv.Pod(ns, "nv-0", "nv").OnNode(nodeA).Create(t, k8s), own, opts)
-	onB := testenv.StartMember(t, restConfig, "nv", testenv.Pod(ns, "nv-1", "nv").OnNode(nodeB).Create(t, k8s), own, opts)
-	waitForSettled(t, ns, "nv", own, 8, 2)
+	w := settleOnTwoNodes(t, ns, "nv")
+	own, nodeA, nodeB, onA, onB, loseNodeA := w.own, w.nodeA, w.nodeB, w.onA, w.onB, w.loseNodeA
 	for _, node := range []string{nodeA, nodeB} {
 		eventually(t, 10*time.Second, func() error {
 			l, err := nodeViewLine(t, ns, node)
