@@ -7,12 +7,9 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
@@ -50,7 +47,7 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 	for _, node := range nodes {
 		cut := &atomic.Bool{}
 		agentCfg := rest.CopyConfig(cfg)
-		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cuttable{next: rt, cut: cut} })
+		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return testenv.Partitionable(rt, cut) })
 		cs, err := kubernetes.NewForConfig(agentCfg)
 		if err != nil {
 			return nil, err
@@ -86,36 +83,13 @@ func (a *nodeAgents) close() {
 	}
 }
 
-// cuttable fails every request once cut is set.
-type cuttable struct {
-	next http.RoundTripper
-	cut  *atomic.Bool
-}
-
-func (c cuttable) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c.cut.Load() {
-		return nil, fmt.Errorf("cut off from the API server")
-	}
-	return c.next.RoundTrip(req)
-}
-
-// memberTokens are, for each pod, a token of memberServiceAccount bound to it, for the agents' audience:
+// memberTokens are, for each pod, a token of its service account bound to it, for the agents' audience:
 // what a member reads from its projected volume.
 func memberTokens(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, workers int) ([]string, error) {
 	tokens := make([]string, len(pods))
-	err := testenv.Parallel(ctx, len(pods), workers, func(i int) error {
-		p := pods[i]
-		tr, err := cs.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, memberServiceAccount, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{
-				Audiences: []string{protocol.NodeAgentAudience}, ExpirationSeconds: ptr.To[int64](3600),
-				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("token for pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		tokens[i] = tr.Status.Token
-		return nil
+	err := testenv.Parallel(ctx, len(pods), workers, func(i int) (err error) {
+		tokens[i], err = testenv.BoundToken(ctx, cs, pods[i], protocol.NodeAgentAudience)
+		return err
 	})
 	return tokens, err
 }

@@ -251,7 +251,7 @@ func StartMember(t testing.TB, cfg *rest.Config, group string, pod *corev1.Pod, 
 func RunMember(cfg *rest.Config, group string, pod *corev1.Pod, own *Ownership, opts MemberOptions) (*SimMember, error) {
 	m := &SimMember{Pod: pod, done: make(chan struct{}), own: own, reader: pod.Name + "/" + string(pod.UID)}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return partitionable{next: rt, cut: &m.partitioned} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return Partitionable(rt, &m.partitioned) })
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -312,6 +312,12 @@ func (m *SimMember) Stop() {
 // Partition cuts (or restores) the member's connection to the API server: requests fail and open watches
 // stop delivering. The member goes on reading what it was given until its Lease runs out.
 func (m *SimMember) Partition(cut bool) { m.partitioned.Store(cut) }
+
+// Partitionable is next, failing requests, and the reads of responses already open, while cut is set: a
+// client cut off from the API server, as a partition would.
+func Partitionable(next http.RoundTripper, cut *atomic.Bool) http.RoundTripper {
+	return partitionable{next: next, cut: cut}
+}
 
 // partitionable fails requests, and the reads of responses already open, while cut is set.
 type partitionable struct {

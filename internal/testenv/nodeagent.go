@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -61,13 +62,22 @@ func PodOnNode(t testing.TB, cs kubernetes.Interface, ns, name, sa, node string)
 // as the kubelet would mount it.
 func PodToken(t testing.TB, cs kubernetes.Interface, pod *corev1.Pod, audiences ...string) string {
 	t.Helper()
-	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(context.Background(), pod.Spec.ServiceAccountName,
+	token, err := BoundToken(context.Background(), cs, pod, audiences...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// BoundToken is PodToken for callers that are not tests: it returns the error.
+func BoundToken(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, audiences ...string) (string, error) {
+	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 			Audiences:      audiences,
 			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 		}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("requesting a token for pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		return "", fmt.Errorf("requesting a token for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return tr.Status.Token
+	return tr.Status.Token, nil
 }
