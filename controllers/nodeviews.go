@@ -32,17 +32,10 @@ import (
 const nodeViewGroupIndex = "nodeView.groups"
 
 func nodeViewGroups(o client.Object) []string {
-	cm := o.(*corev1.ConfigMap)
-	if cm.Labels[protocol.NodeViewLabel] != "true" {
-		return nil
-	}
-	lines, err := protocol.ReadNodeView(cm)
-	if err != nil {
-		return nil
-	}
+	lines := nodeViewLinesOf(o)
 	out := make([]string, 0, len(lines.Lines))
 	for _, l := range lines.Lines {
-		out = append(out, l.Namespace+"/"+l.Group)
+		out = append(out, types.NamespacedName{Namespace: l.Namespace, Name: l.Group}.String())
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -56,27 +57,13 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	if c.MinReadInterval == 0 {
-		c.MinReadInterval = DefaultMinReadInterval
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.TokenCacheTTL == 0 {
-		c.TokenCacheTTL = DefaultTokenCacheTTL
-	}
-	if c.MaxIdentities == 0 {
-		c.MaxIdentities = DefaultMaxIdentities
-	}
-	if c.MaxWaiting == 0 {
-		c.MaxWaiting = DefaultMaxWaiting
-	}
-	if c.ReviewsPerSecond == 0 {
-		c.ReviewsPerSecond = DefaultReviewsPerSecond
-	}
-	if c.ReviewBurst == 0 {
-		c.ReviewBurst = DefaultReviewBurst
-	}
+	c.MinReadInterval = cmp.Or(c.MinReadInterval, DefaultMinReadInterval)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.TokenCacheTTL = cmp.Or(c.TokenCacheTTL, DefaultTokenCacheTTL)
+	c.MaxIdentities = cmp.Or(c.MaxIdentities, DefaultMaxIdentities)
+	c.MaxWaiting = cmp.Or(c.MaxWaiting, DefaultMaxWaiting)
+	c.ReviewsPerSecond = cmp.Or(c.ReviewsPerSecond, DefaultReviewsPerSecond)
+	c.ReviewBurst = cmp.Or(c.ReviewBurst, DefaultReviewBurst)
 	return c
 }
 
