@@ -102,8 +102,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// recorded in the status (routeDiscovery).
 	topo := plan.TopologyOf(group, group.Status.Routes)
 	obs, err := r.observer().Observe(ctx, group, topo, now)
+	var lines map[string]protocol.NodeViewLine // the group's lines in the node views, by node
 	if err == nil && r.nodeViews != nil {
-		obs.NodeViews, err = r.nodeViews.seen(ctx, req.NamespacedName, group.UID)
+		obs.NodeViews, lines, err = r.nodeViews.seen(ctx, req.NamespacedName, group.UID)
 	}
 	if err != nil {
 		return r.retry(ctx, req.NamespacedName, "observation", err)
@@ -130,10 +131,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	linesAsked, err := r.syncNodeViews(ctx, group, obs, d)
-	if err != nil {
-		return r.retry(ctx, req.NamespacedName, "node views", err)
-	}
+	linesAsked := r.syncNodeViews(group, obs, lines, d)
 	if d.Report.Rebalance.Published {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.Report.Generation,
 			"members", len(d.Report.Members), "queues", d.Report.QueueCount, "moved", d.Report.Rebalance.Moved, "objects", len(d.Write.ConfigMaps))
@@ -161,15 +159,15 @@ const nodeViewPoll = 5 * time.Second
 // syncNodeViews asks for the group's lines in the node views after its assignment: each node its pods run
 // on gets one, raised to the generation in force before the promises the bookkeeping waits on count.
 // It reports whether it asked for writes while a promise waits on them.
-func (r *ConsumerGroupReconciler) syncNodeViews(ctx context.Context, group *v1alpha1.ConsumerGroup, obs *plan.Observation, d *plan.Decision) (bool, error) {
+func (r *ConsumerGroupReconciler) syncNodeViews(group *v1alpha1.ConsumerGroup, obs *plan.Observation, lines map[string]protocol.NodeViewLine, d *plan.Decision) bool {
 	if r.nodeViews == nil {
-		return false, nil
+		return false
 	}
 	var firstWritten int64
 	r.memory.WithSightings(client.ObjectKeyFromObject(group), r.Clock.Now(), func(s *observe.Sightings) { firstWritten = s.FirstWrittenGeneration() })
 	need := plan.NodeLinesMustSee(d.Report.Assignment.Bookkeeping, firstWritten, obs.NodeOf)
-	changed, err := r.nodeViews.sync(ctx, &group.ObjectMeta, obs.Pods, d.Report.Generation, need)
-	return changed && (need.Everywhere > 0 || len(need.ByNode) > 0), err
+	changed := r.nodeViews.sync(&group.ObjectMeta, obs.Pods, lines, d.Report.Generation, need)
+	return changed && (need.Everywhere > 0 || len(need.ByNode) > 0)
 }
 
 // liveGroup reads the group key names. When it is gone or being deleted, forget drops what a controller

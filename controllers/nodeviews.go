@@ -84,11 +84,11 @@ func newNodeViews(cached client.Client, live client.Reader, namespace string, cl
 // seen is what the operator knows of the group's lines: the histories it keeps, with what the cache shows
 // now of the lines of the group's UID where that asks for more than they knew. A line of another group
 // of the name (deleted and created again) is known nothing of: it is written again before any promise
-// counts.
-func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName, uid types.UID) (plan.NodeViews, error) {
+// counts. It returns the lines the cache shows too, by node, for the pass's sync.
+func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName, uid types.UID) (plan.NodeViews, map[string]protocol.NodeViewLine, error) {
 	nodes, err := nv.nodesWithLines(ctx, group)
 	if err != nil {
-		return plan.NodeViews{}, err
+		return plan.NodeViews{}, nil, err
 	}
 	now := nv.clock.Now()
 	nv.mu.Lock()
@@ -108,7 +108,7 @@ func (nv *nodeViews) seen(ctx context.Context, group types.NamespacedName, uid t
 			known[node] = known[node].Add(now, line.MustSee)
 		}
 	}
-	return plan.NodeViews{Enabled: true, Lines: maps.Clone(known)}, nil
+	return plan.NodeViews{Enabled: true, Lines: maps.Clone(known)}, nodes, nil
 }
 
 // nodesWithLines are the nodes whose views, in the cache, hold a line for the group, with that line.
@@ -171,16 +171,13 @@ func planNodeViews(podNodes map[string]bool, cachedLines map[string]protocol.Nod
 	return w
 }
 
-// sync asks for the group's lines to be what planNodeViews says: every node view the group's pods run on
-// holding a line at least at need, raised to generation when written. The writes are the flusher's
-// (Start): one per node for every group that asked meanwhile. It reports whether it asked for anything:
-// once the writes return, the group's pass runs again (woken) and counts on what they wrote.
-func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []corev1.Pod, generation int64, need plan.LinesMustSee) (bool, error) {
+// sync asks for the group's lines to be what planNodeViews says, from cachedLines, the lines the pass saw
+// (seen): every node view the group's pods run on holding a line at least at need, raised to generation
+// when written. The writes are the flusher's (Start): one per node for every group that asked
+// meanwhile. It reports whether it asked for anything: once the writes return, the group's pass runs
+// again (woken) and counts on what they wrote.
+func (nv *nodeViews) sync(group *metav1.ObjectMeta, pods []corev1.Pod, cachedLines map[string]protocol.NodeViewLine, generation int64, need plan.LinesMustSee) bool {
 	key := types.NamespacedName{Namespace: group.Namespace, Name: group.Name}
-	cachedLines, err := nv.nodesWithLines(ctx, key)
-	if err != nil {
-		return false, err
-	}
 	podNodes := map[string]bool{}
 	for i := range pods {
 		if node := pods[i].Spec.NodeName; node != "" {
@@ -197,7 +194,7 @@ func (nv *nodeViews) sync(ctx context.Context, group *metav1.ObjectMeta, pods []
 	for _, node := range work.remove {
 		nv.ask(node, key, lineChange{remove: true})
 	}
-	return len(work.raise)+len(work.remove) > 0, nil
+	return len(work.raise)+len(work.remove) > 0
 }
 
 // lineChange is what a group's pass asks of its line in one node view: at least mustSee, for the group's
