@@ -1,12 +1,19 @@
 package controllers
 
 import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
@@ -86,13 +93,162 @@ func TestRecordLoadAndRecommendation(t *testing.T) {
 	status := v1alpha1.ConsumerGroupStatus{RecommendedMembers: ptr.To(int32(4))}
 	var mem memory
 	recordMetrics(&mem, group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
-	l := prometheus.Labels{"namespace": group.Namespace, "group": group.Name}
-	if got, load := testutil.ToFloat64(recommendedGauge.With(l)), testutil.ToFloat64(loadGauge.With(l)); got != 4 || load != 120 {
+	t.Cleanup(func() { forgetMetrics(client.ObjectKeyFromObject(group)) })
+	l := map[string]string{"namespace": group.Namespace, "group": group.Name}
+	series := gatherGroupMetrics(t)
+	if got, load := series.value("consumergroup_recommended_members", l), series.value("consumergroup_load", l); got != 4 || load != 120 {
 		t.Errorf("consumergroup_recommended_members %v, consumergroup_load %v; want 4 and 120", got, load)
 	}
 	status.RecommendedMembers = nil
 	recordMetrics(&mem, group, plan.TopologyOf(group, nil), &group.Status, &status, obs, d, fixture.T0)
-	if recommendedGauge.Delete(l) {
-		t.Errorf("consumergroup_recommended_members still has a series for the group once its status recommends nothing")
+	if got := gatherGroupMetrics(t).value("consumergroup_recommended_members", l); got != -1 {
+		t.Errorf("consumergroup_recommended_members is %v once the status recommends nothing; want no series", got)
 	}
+}
+
+// The series a group's values make: every condition with its three statuses, the rebalances by reason,
+// the handoff histogram's cumulative buckets; and none once the group is forgotten. The pedantic registry
+// also checks each series against the descriptions the collector gives.
+func TestGroupSeriesCollected(t *testing.T) {
+	key := types.NamespacedName{Namespace: "metrics-unit", Name: "g"}
+	t.Cleanup(func() { forgetMetrics(key) })
+	groupMetrics.update(key, func(s *groupSeries) {
+		s.members = 3
+		s.conditions = []conditionStatus{{v1alpha1.ConditionReady, metav1.ConditionTrue}, {v1alpha1.ConditionStalled, metav1.ConditionUnknown}}
+		s.rebalances[slices.Index(rebalanceReasons[:], rebalanceHandoff)] = 2
+		for _, seconds := range []float64{0.2, 0.2, 4, 1000} {
+			s.handoffs.observe(seconds)
+		}
+		s.routeErrors = map[string]uint64{"Timeout": 5}
+	})
+	l := map[string]string{"namespace": key.Namespace, "group": key.Name}
+	with := func(kv ...string) map[string]string {
+		out := maps.Clone(l)
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	series := gatherGroupMetrics(t)
+	for _, want := range []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{"consumergroup_members", l, 3},
+		{"consumergroup_status_condition", with("type", "Ready", "status", "True"), 1},
+		{"consumergroup_status_condition", with("type", "Ready", "status", "False"), 0},
+		{"consumergroup_status_condition", with("type", "Ready", "status", "Unknown"), 0},
+		{"consumergroup_status_condition", with("type", "Stalled", "status", "Unknown"), 1},
+		{"consumergroup_status_condition", with("type", "Stalled", "status", "True"), 0},
+		{"consumergroup_rebalances_total", with("reason", "handoff"), 2},
+		{"consumergroup_rebalances_total", with("reason", "spec"), -1},
+		{"consumergroup_routes_read_errors_total", with("reason", "Timeout"), 5},
+		{"consumergroup_recommended_members", l, -1},
+	} {
+		if got := series.value(want.name, want.labels); got != want.value {
+			t.Errorf("%s%v = %v, want %v", want.name, want.labels, got, want.value)
+		}
+	}
+	h := series.find("consumergroup_handoff_duration_seconds", l).GetHistogram()
+	cumulative := map[float64]uint64{}
+	for _, b := range h.GetBucket() {
+		cumulative[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	if h.GetSampleCount() != 4 || h.GetSampleSum() != 1004.4 || cumulative[0.1] != 0 || cumulative[0.25] != 2 || cumulative[5] != 3 || cumulative[300] != 3 {
+		t.Errorf("handoff histogram: count %d, sum %v, buckets %v; want 4, 1004.4, and 0 to 0.1 s, 2 to 0.25 s, 3 to 5 s and to 300 s",
+			h.GetSampleCount(), h.GetSampleSum(), cumulative)
+	}
+	forgetMetrics(key)
+	if got := gatherGroupMetrics(t).value("consumergroup_members", l); got != -1 {
+		t.Errorf("consumergroup_members of a forgotten group = %v, want no series", got)
+	}
+}
+
+// gathered are the families one gathering of the group metrics made.
+type gathered []*dto.MetricFamily
+
+// gatherGroupMetrics gathers the group metrics through a pedantic registry, which fails on any series
+// that does not match the collector's descriptions.
+func gatherGroupMetrics(t *testing.T) gathered {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(groupMetrics); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return families
+}
+
+// find is the series of family name whose labels are exactly labels; nil when there is none.
+func (g gathered) find(name string, labels map[string]string) *dto.Metric {
+	for _, f := range g {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// value is the value of a gauge or counter series; -1 when there is none.
+func (g gathered) value(name string, labels map[string]string) float64 {
+	switch m := g.find(name, labels); {
+	case m == nil:
+		return -1
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	default:
+		return m.GetCounter().GetValue()
+	}
+}
+
+// BenchmarkGroupSeriesMemory reports the bytes of heap that one group's metrics hold between scrapes, as a
+// pass of a settled group with handoffs and its eight conditions leaves them.
+//
+//	go test ./controllers -run '^$' -bench GroupSeriesMemory -count 6
+func BenchmarkGroupSeriesMemory(b *testing.B) {
+	conditions := make([]conditionStatus, len(v1alpha1.ConditionTypes))
+	for i, c := range v1alpha1.ConditionTypes {
+		conditions[i] = conditionStatus{c, metav1.ConditionFalse}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	const groups = 1000
+	var perGroup float64
+	for i := 0; b.Loop(); i++ {
+		before := heap()
+		keys := make([]types.NamespacedName, groups)
+		for g := range keys {
+			keys[g] = types.NamespacedName{Namespace: fmt.Sprintf("bench-%d-ns-%d", i, g/50), Name: fmt.Sprintf("group-%d", g)}
+			groupMetrics.update(keys[g], func(s *groupSeries) {
+				s.members, s.queues, s.generation = 10, 16, 7
+				s.bytes = optional{900, true}
+				s.published = true
+				s.rebalances[0], s.rebalances[1] = 1, 3
+				s.handoffs.observe(1.5)
+				s.conditions = append(s.conditions[:0], conditions...)
+			})
+		}
+		perGroup = float64(heap()-before) / groups
+		for _, k := range keys {
+			forgetMetrics(k)
+		}
+	}
+	b.ReportMetric(perGroup, "B/group")
 }

@@ -92,7 +92,7 @@ func (r *routeDiscovery) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 func (r *routeDiscovery) forget(group types.NamespacedName) {
 	r.routes.forget(group)
 	r.quickRetries.reset(group)
-	forgetRouteMetrics(group)
+	forgetMetrics(group)
 }
 
 // routePass registers where group reads its routes and returns what its pass records: the read it has

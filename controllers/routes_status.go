@@ -8,38 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nameserver"
 )
-
-// Route metrics, labelled by the group's namespace and name (docs/metrics.md).
-var (
-	discoveredQueuesGauge = groupGauge("consumergroup_discovered_queues", "Queues of the discovered topics in force: readable queues of the routes last read from the name servers.")
-	routesReadGauge       = groupGauge("consumergroup_routes_last_read_timestamp_seconds", "When a name server last answered a read of the group's routes, in seconds since the epoch.")
-	routeErrorsTotal      = groupCounter("consumergroup_routes_read_errors_total",
-		"Failures to read routes from a name server, by reason: Unreachable, Refused, Timeout, Garbled, Rejected, Untrusted, NotAllowed, Denied.", "reason")
-)
-
-func init() {
-	metrics.Registry.MustRegister(discoveredQueuesGauge, routesReadGauge, routeErrorsTotal)
-}
-
-func forgetRouteMetrics(key types.NamespacedName) {
-	match := prometheus.Labels{"namespace": key.Namespace, "group": key.Name}
-	discoveredQueuesGauge.DeletePartialMatch(match)
-	routesReadGauge.DeletePartialMatch(match)
-	routeErrorsTotal.DeletePartialMatch(match)
-}
 
 // recordRoutes writes in the status, before anything is planned with them, the routes a pass plans with:
 // those last recorded, updated by the read this pass found finished, for the topics the spec discovers now.
@@ -63,31 +42,36 @@ func (r *routeDiscovery) recordRoutes(ctx context.Context, group *v1alpha1.Consu
 	key := client.ObjectKeyFromObject(group)
 	if read := pass.pending; read != nil && !read.refused {
 		r.routes.recorded(key, read)
-		if read.answeredBy != "" {
-			routesReadGauge.With(prometheus.Labels{"namespace": key.Namespace, "group": key.Name}).Set(float64(read.at.Unix()))
-		}
-		for _, e := range read.errs {
-			routeErrorsTotal.With(prometheus.Labels{"namespace": key.Namespace, "group": key.Name, "reason": e.Reason}).Inc()
-		}
+		groupMetrics.update(key, func(s *groupSeries) {
+			if read.answeredBy != "" {
+				s.routesRead = optional{float64(read.at.Unix()), true}
+			}
+			for _, e := range read.errs {
+				if s.routeErrors == nil {
+					s.routeErrors = map[string]uint64{}
+				}
+				s.routeErrors[e.Reason]++
+			}
+		})
 	}
 	recordRouteMetrics(key, status.Routes)
 	return nil
 }
 
 func recordRouteMetrics(key types.NamespacedName, routes *v1alpha1.RoutesStatus) {
-	l := prometheus.Labels{"namespace": key.Namespace, "group": key.Name}
-	if routes == nil {
-		discoveredQueuesGauge.Delete(l)
-		routesReadGauge.Delete(l)
-		return
-	}
-	n := 0
-	for _, t := range routes.Topics {
-		for _, b := range t.Brokers {
-			n += int(b.Queues)
+	groupMetrics.update(key, func(s *groupSeries) {
+		if routes == nil {
+			s.discoveredQueues, s.routesRead = optional{}, optional{}
+			return
 		}
-	}
-	discoveredQueuesGauge.With(l).Set(float64(n))
+		n := 0
+		for _, t := range routes.Topics {
+			for _, b := range t.Brokers {
+				n += int(b.Queues)
+			}
+		}
+		s.discoveredQueues = optional{float64(n), true}
+	})
 }
 
 // mergeRoutes is the routes in force after read from src (nil when no read finished): prev's, for the
