@@ -90,5 +90,9 @@ func (c Config) validate() error {
 	if c.MaxIdentities < 0 || c.MaxWaiting < 0 {
 		errs = append(errs, fmt.Errorf("the bounds (%d identities, %d waiting requests) must not be negative", c.MaxIdentities, c.MaxWaiting))
 	}
+	// A negative rate or burst would make the token bucket refuse every review, and every member with it.
+	if c.ReviewsPerSecond < 0 || c.ReviewBurst < 0 {
+		errs = append(errs, fmt.Errorf("the review rate %v a second and burst %d must not be negative", c.ReviewsPerSecond, c.ReviewBurst))
+	}
 	return errors.Join(errs...)
 }
