@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -68,6 +70,8 @@ type options struct {
 	workers            int
 	// heapProfile is where to write the operator's heap profile at the end of the window; none when empty.
 	heapProfile string
+	// gogc is the operator's GOGC; Go's default when empty.
+	gogc string
 }
 
 func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
@@ -84,6 +88,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.format, "format", "text", "Output: text or json.")
 	fs.Int64Var(&o.minAvailableMemory, "min-available-memory", 1<<30, "Bytes of memory that must stay available (MemAvailable); below, the run stops with an error.")
 	fs.IntVar(&o.workers, "workers", 16, "Goroutines creating objects.")
+	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); Go's default, 100, when empty.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -111,6 +116,11 @@ func (o options) validate() error {
 	if o.window < time.Second {
 		errs = append(errs, fmt.Errorf("-window %v: want 1s or more", o.window))
 	}
+	if o.gogc != "" && o.gogc != "off" {
+		if n, err := strconv.Atoi(o.gogc); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("-gogc %q: want a whole number of 1 or more, or off", o.gogc))
+		}
+	}
 	if o.design != designNode && o.design != designPerMember {
 		errs = append(errs, fmt.Errorf("-design %q: want %s or %s", o.design, designNode, designPerMember))
 	}
@@ -134,6 +144,11 @@ type result struct {
 	OperatorBaselineRSSBytes int64 `json:"operatorBaselineRSSBytes"`
 	OperatorRSSBytes         int64 `json:"operatorRSSBytes"`
 	OperatorPeakRSSBytes     int64 `json:"operatorPeakRSSBytes"`
+	// OperatorHeapInuseBytes is the operator's heap in use at the end of the window (runtime.MemStats.HeapInuse):
+	// its live objects and uncollected garbage, part of its RSS.
+	OperatorHeapInuseBytes int64 `json:"operatorHeapInuseBytes"`
+	// GOGC is the operator's GOGC; empty for Go's default.
+	GOGC string `json:"gogc,omitempty"`
 	// OperatorBytesPerPod is (OperatorRSSBytes - OperatorBaselineRSSBytes) / Pods.
 	OperatorBytesPerPod float64 `json:"operatorBytesPerPod"`
 	// APIRequestsPerMemberSecond is every request the API server counted over the window, less those this
@@ -168,12 +183,14 @@ func printResult(w io.Writer, format string, r result) error {
 pods, groups, nodes, queues %d, %d, %d, %d
 setup; every queue read     %.1f s; %.1f s later
 operator RSS                %.1f MiB empty, %.1f MiB serving (peak %.1f MiB): %.0f bytes per pod
+operator heap in use        %.1f MiB (GOGC %s)
 API requests                %.3f per member per second over %.0f s
 recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
 queues read twice           %d
 load                        %s
 `, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
 		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
+		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"),
 		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
 	if err != nil {
 		return err

@@ -21,6 +21,9 @@ func TestParseOptionsNamesEachBadFlag(t *testing.T) {
 			want: []string{"-queues-per-group is 15: want an even number", "-pods-per-node is 0: want 1 or more"}},
 		{name: "format", args: []string{"-format", "yaml"}, want: []string{`-format "yaml": want text or json`}},
 		{name: "window", args: []string{"-window", "10ms"}, want: []string{"-window 10ms: want 1s or more"}},
+		{name: "gogc", args: []string{"-gogc", "50"}},
+		{name: "gogc off", args: []string{"-gogc", "off"}},
+		{name: "gogc zero", args: []string{"-gogc", "0"}, want: []string{`-gogc "0": want a whole number of 1 or more, or off`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("scale", flag.ContinueOnError)
@@ -131,6 +134,16 @@ func TestRequestRatesLeaveOutThisProgramsRequests(t *testing.T) {
 	}
 	if rates["GET configmaps"] != 100 || rates["PUT leases"] != 5 || rates["GET pods"] != 1 {
 		t.Errorf("rates %v", rates)
+	}
+}
+
+func TestHeapInuseOfReadsTheMemStats(t *testing.T) {
+	profile := "heap profile: 1: 2 [3: 4] @ heap/1048576\n# runtime.MemStats\n# Alloc = 1000\n# HeapInuse = 23453696\n# Stack = 1 / 2\n"
+	if got, err := heapInuseOf(profile); err != nil || got != 23453696 {
+		t.Errorf("heapInuseOf = %d, %v; want 23453696", got, err)
+	}
+	if _, err := heapInuseOf("heap profile: 1: 2 [3: 4] @ heap/1048576\n"); err == nil {
+		t.Errorf("heapInuseOf a profile without memory statistics: no error")
 	}
 }
 

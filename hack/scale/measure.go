@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,7 +32,8 @@ type operatorProcess struct {
 	exited    chan struct{}
 }
 
-func startOperator(bin, kubeconfig, logPath string, extraArgs ...string) (*operatorProcess, error) {
+// startOperator starts the operator's binary; gogc, when not empty, is its GOGC.
+func startOperator(bin, kubeconfig, logPath, gogc string, extraArgs ...string) (*operatorProcess, error) {
 	pprofAddr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -45,6 +47,9 @@ func startOperator(bin, kubeconfig, logPath string, extraArgs ...string) (*opera
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
 		"--pprof-bind-address", pprofAddr}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if gogc != "" {
+		cmd.Env = append(os.Environ(), "GOGC="+gogc)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, err
@@ -65,6 +70,36 @@ func (p *operatorProcess) kill() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// heapInuse is the operator's own count of the bytes in its heap's spans in use (runtime.MemStats.HeapInuse,
+// which the heap profile's text form ends with): live objects and the garbage not yet collected, where
+// RSS adds the runtime, stacks, the binary's pages and memory freed but not yet returned.
+func (p *operatorProcess) heapInuse(ctx context.Context) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading the operator's memory statistics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	text, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return 0, err
+	}
+	return heapInuseOf(string(text))
+}
+
+// heapInuseOf reads "# HeapInuse = N" from a heap profile's text form.
+func heapInuseOf(text string) (int64, error) {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapInuse = "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("the operator's heap profile has no HeapInuse line")
 }
 
 // saveHeapProfile writes the operator's heap profile (go tool pprof reads it) to path.

@@ -33,7 +33,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	w := layout(o)
-	res := result{Design: o.design, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	res := result{Design: o.design, GOGC: o.gogc, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
@@ -82,7 +82,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"), operatorArgs...)
+	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"), o.gogc, operatorArgs...)
 	if err != nil {
 		return res, err
 	}
@@ -291,6 +291,9 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	res.WindowSeconds = time.Since(windowStart).Seconds()
 	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), res.WindowSeconds, res.Pods)
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
+		return err
+	}
+	if res.OperatorHeapInuseBytes, err = op.heapInuse(ctx); err != nil {
 		return err
 	}
 	if o.heapProfile != "" {
