@@ -72,6 +72,8 @@ type options struct {
 	heapProfile string
 	// gogc is the operator's GOGC; Go's default when empty.
 	gogc string
+	// startRate is how many members start a second; 0 starts them all at once.
+	startRate int
 }
 
 func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
@@ -88,6 +90,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.format, "format", "text", "Output: text or json.")
 	fs.Int64Var(&o.minAvailableMemory, "min-available-memory", 1<<30, "Bytes of memory that must stay available (MemAvailable); below, the run stops with an error.")
 	fs.IntVar(&o.workers, "workers", 16, "Goroutines creating objects.")
+	fs.IntVar(&o.startRate, "start-rate", 0, "Members started a second, as a rollout starts them; 0 starts them all at once.")
 	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); Go's default, 100, when empty.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +115,9 @@ func (o options) validate() error {
 	}
 	if o.pods > 0 && o.podsPerGroup > 0 && o.pods%o.podsPerGroup != 0 {
 		errs = append(errs, fmt.Errorf("-pods %d is not a multiple of -pods-per-group %d", o.pods, o.podsPerGroup))
+	}
+	if o.startRate < 0 {
+		errs = append(errs, fmt.Errorf("-start-rate %d: want 0 (all at once) or more", o.startRate))
 	}
 	if o.window < time.Second {
 		errs = append(errs, fmt.Errorf("-window %v: want 1s or more", o.window))

@@ -23,6 +23,7 @@ func TestParseOptionsNamesEachBadFlag(t *testing.T) {
 		{name: "window", args: []string{"-window", "10ms"}, want: []string{"-window 10ms: want 1s or more"}},
 		{name: "gogc", args: []string{"-gogc", "50"}},
 		{name: "gogc off", args: []string{"-gogc", "off"}},
+		{name: "start rate", args: []string{"-start-rate", "-1"}, want: []string{"-start-rate -1: want 0 (all at once) or more"}},
 		{name: "gogc zero", args: []string{"-gogc", "0"}, want: []string{`-gogc "0": want a whole number of 1 or more, or off`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

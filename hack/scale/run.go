@@ -153,7 +153,21 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	if err != nil {
 		return err
 	}
+	// At -start-rate the members start as a rollout would start them, not all in one instant.
+	var pace <-chan time.Time
+	if o.startRate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(o.startRate))
+		defer t.Stop()
+		pace = t.C
+	}
 	for i, p := range w.pods {
+		if pace != nil {
+			select {
+			case <-ctx.Done():
+				return failed(ctx.Err())
+			case <-pace:
+			}
+		}
 		m, err := testenv.RunMember(nodeCfgs[p.Spec.NodeName], w.groups[i/o.podsPerGroup].Name, p, ownership, memberOpts(i))
 		if err != nil {
 			return err
