@@ -2,24 +2,26 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 )
 
-// filesPerPod is how many files a run holds open per member pod, at most: the members of a node share
-// their connections to the API server and to their agent (HTTP/2), so a pod costs its share of a few
-// connections a node, at both ends (the API server and etcd are this program's children, and inherit
-// its limit), and the files its member's client opens.
-const filesPerPod = 1
+// filesPerNode is how many files a run holds open per node, at most: the members of a node share one
+// connection to the API server and one to their agent (HTTP/2), the agent has its own connection to the
+// API server and its listener, and each connection has two ends in this process when both are in it; a
+// member opens no file of its own. The rest is slack for the connections HTTP/2 opens past a server's
+// stream limit. The result's openFiles shows what a run held.
+const filesPerNode = 16
 
-// raiseFileLimit lifts the limit on open files to what pods members need, as far as the process may: a
-// real cluster spreads these connections over its nodes, a run holds them all in one machine. Without the
-// privilege to raise the hard limit, it raises the soft one to the hard one.
-func raiseFileLimit(pods int) (uint64, error) {
+// raiseFileLimit lifts the limit on open files to what the members and agents of nodes need, as far as
+// the process may: a real cluster spreads these connections over its nodes, a run holds them all in one
+// machine. Without the privilege to raise the hard limit, it raises the soft one to the hard one.
+func raiseFileLimit(nodes int) (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, err
 	}
-	want := uint64(pods*filesPerPod + 4096)
+	want := uint64(nodes*filesPerNode + 4096)
 	if lim.Cur >= want {
 		return lim.Cur, nil
 	}
@@ -32,7 +34,16 @@ func raiseFileLimit(pods int) (uint64, error) {
 		return 0, err
 	}
 	if lim.Cur < want {
-		return lim.Cur, fmt.Errorf("%d pods need about %d open files; this process may open %d (ulimit -n): run it as a user who may raise the limit", pods, want, lim.Cur)
+		return lim.Cur, fmt.Errorf("%d nodes need about %d open files; this process may open %d (ulimit -n): run it as a user who may raise the limit", nodes, want, lim.Cur)
 	}
 	return lim.Cur, nil
+}
+
+// openFiles counts the files this process holds open now; -1 where /proc/self/fd cannot be read.
+func openFiles() int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(entries)
 }

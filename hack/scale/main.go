@@ -153,6 +153,8 @@ type result struct {
 	// OperatorHeapInuseBytes is the operator's heap in use at the end of the window (runtime.MemStats.HeapInuse):
 	// its live objects and uncollected garbage, part of its RSS.
 	OperatorHeapInuseBytes int64 `json:"operatorHeapInuseBytes"`
+	// OpenFiles is how many files this program held open at the end of the window.
+	OpenFiles int `json:"openFiles"`
 	// GOGC is the operator's GOGC; empty for Go's default.
 	GOGC string `json:"gogc,omitempty"`
 	// OperatorBytesPerPod is (OperatorRSSBytes - OperatorBaselineRSSBytes) / Pods.

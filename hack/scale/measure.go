@@ -252,7 +252,7 @@ func sortedKeys(m map[string]float64) []string {
 
 // checkRoom refuses a run the machine has no room for, before it starts: each member pod costs the
 // members' process, the API server and etcd together about perPod bytes (measured at 1,000 pods), and
-// about filesPerPod open files, for which it raises the process's limit.
+// about filesPerNode open files a node, for which it raises the process's limit.
 func checkRoom(o options, r result) error {
 	const perPod = 400 << 10
 	// Without /proc/meminfo (not Linux) available is 0 and the check passes: the watch during the run is
@@ -265,7 +265,7 @@ func checkRoom(o options, r result) error {
 			r.Pods, need>>20, perPod>>10, o.minAvailableMemory>>20, available>>20)
 	}
 	// Open files are room too: raised here, before the control plane starts and inherits the limit.
-	_, err := raiseFileLimit(r.Pods)
+	_, err := raiseFileLimit(r.Nodes)
 	return err
 }
 

@@ -307,6 +307,7 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return err
 	}
+	res.OpenFiles = openFiles()
 	if res.OperatorHeapInuseBytes, err = op.heapInuse(ctx); err != nil {
 		return err
 	}
