@@ -29,24 +29,8 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// readPodsFromTheCache makes the reconciler read pods from a store kept by the events of the manager's
-// pod informer: its transform keeps observe.CachedPods (CacheByObject), which the manager's client cannot
-// list as pods, and a cache limited to namespaces hides its informers' stores. The store holds the same
-// objects as the informer's, indexed also by node to find the groups a node's zone change affects.
-func (r *ConsumerGroupReconciler) readPodsFromTheCache(ctx context.Context, mgr ctrl.Manager) error {
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		return err
-	}
-	pods := observe.NewCachedPods()
-	fed, err := inf.AddEventHandler(pods.Handler())
-	if err != nil {
-		return err
-	}
-	pods.Synced = fed.HasSynced
-	r.pods = pods
-	return nil
-}
+// podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
+const podNodeIndex = "spec.nodeName"
 
 // groupSelectorIndex indexes groups by each "key=value" of their selector's matchLabels, and by "*" when
 // it has none, so that a pod event looks up the few groups that may select it instead of matching every
@@ -72,7 +56,12 @@ func selectorIndexValues(o client.Object) []string {
 // Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
 // members on that node); and the route discovery (routeDiscovery), with its own watches.
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := r.readPodsFromTheCache(ctx, mgr); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
+		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
@@ -192,15 +181,15 @@ func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Obj
 
 // groupsForNode maps a node to the groups that have pods on it.
 func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Object) []reconcile.Request {
-	pods, err := r.pods.OnNode(o.GetName())
-	if err != nil {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.MatchingFields{podNodeIndex: o.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", o.GetName())
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
-	for i := range pods {
-		for _, g := range r.groupsForPod(ctx, &pods[i]) {
+	for i := range pods.Items {
+		for _, g := range r.groupsForPod(ctx, &pods.Items[i]) {
 			if !seen[g.NamespacedName] {
 				seen[g.NamespacedName] = true
 				out = append(out, g.NamespacedName)
