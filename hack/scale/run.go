@@ -148,32 +148,12 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 
 	say("starting %d members", len(w.pods))
 	ownership := testenv.NewOwnership()
-	members := make([]*testenv.SimMember, len(w.pods))
-	nodeCfgs, err := nodeConfigs(cfg, w.nodes)
-	if err != nil {
-		return err
-	}
-	// At -start-rate the members start as a rollout would start them, not all in one instant.
-	var pace <-chan time.Time
-	if o.startRate > 0 {
-		t := time.NewTicker(time.Second / time.Duration(o.startRate))
-		defer t.Stop()
-		pace = t.C
-	}
-	for i, p := range w.pods {
-		if pace != nil {
-			select {
-			case <-ctx.Done():
-				return failed(ctx.Err())
-			case <-pace:
-			}
-		}
-		m, err := testenv.RunMember(nodeCfgs[p.Spec.NodeName], w.groups[i/o.podsPerGroup].Name, p, ownership, memberOpts(i))
-		if err != nil {
-			return err
-		}
-		members[i] = m
+	members, err := startMembers(ctx, o, w, cfg, ownership, memberOpts)
+	for _, m := range members {
 		defer m.Stop()
+	}
+	if err != nil {
+		return failed(err)
 	}
 	readStart := time.Now()
 	if err := awaitEveryQueueRead(ctx, ownership, res.Queues, say); err != nil {
@@ -252,6 +232,37 @@ func nodeConfigs(cfg *rest.Config, nodes []string) (map[string]*rest.Config, err
 		out[node] = c
 	}
 	return out, nil
+}
+
+// startMembers runs a member for each of w's pods, at -start-rate as a rollout would start them, not all
+// in one instant. It returns the members it started, for the caller to stop, also when it fails.
+func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own *testenv.Ownership, memberOpts func(i int) testenv.MemberOptions) ([]*testenv.SimMember, error) {
+	nodeCfgs, err := nodeConfigs(cfg, w.nodes)
+	if err != nil {
+		return nil, err
+	}
+	var pace <-chan time.Time
+	if o.startRate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(o.startRate))
+		defer t.Stop()
+		pace = t.C
+	}
+	members := make([]*testenv.SimMember, 0, len(w.pods))
+	for i, p := range w.pods {
+		if pace != nil {
+			select {
+			case <-ctx.Done():
+				return members, ctx.Err()
+			case <-pace:
+			}
+		}
+		m, err := testenv.RunMember(nodeCfgs[p.Spec.NodeName], w.groups[i/o.podsPerGroup].Name, p, own, memberOpts(i))
+		if err != nil {
+			return members, err
+		}
+		members = append(members, m)
+	}
+	return members, nil
 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
