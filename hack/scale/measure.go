@@ -76,16 +76,12 @@ func (p *operatorProcess) kill() {
 // which the heap profile's text form ends with): live objects and the garbage not yet collected, where
 // RSS adds the runtime, stacks, the binary's pages and memory freed but not yet returned.
 func (p *operatorProcess) heapInuse(ctx context.Context) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap?debug=1", nil)
+	body, err := p.heapProfile(ctx, "?debug=1")
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("reading the operator's memory statistics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	text, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	defer func() { _ = body.Close() }()
+	text, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	if err != nil {
 		return 0, err
 	}
@@ -104,27 +100,37 @@ func heapInuseOf(text string) (int64, error) {
 
 // saveHeapProfile writes the operator's heap profile (go tool pprof reads it) to path.
 func (p *operatorProcess) saveHeapProfile(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap", nil)
+	body, err := p.heapProfile(ctx, "")
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("reading the operator's heap profile: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("reading the operator's heap profile: %s", resp.Status)
-	}
+	defer func() { _ = body.Close() }()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		_ = f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// heapProfile is the body of the operator's heap profile, with query ("?debug=1" for its text form).
+func (p *operatorProcess) heapProfile(ctx context.Context, query string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap"+query, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operator's heap profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("reading the operator's heap profile: %s", resp.Status)
+	}
+	return resp.Body, nil
 }
 
 // freeLoopbackAddr is a loopback address with a port nobody listens on now.
