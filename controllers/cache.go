@@ -10,13 +10,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // CacheByObject restricts the manager's cache to what the reconciler reads: the ConfigMaps the operator
-// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), pods
-// stripped of the fields it never looks at, and nodes of their zone alone. Every other object is cached
+// manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), pods as
+// observe.CachedPods (what a pass reads of them, which the reconciler reads through readPodsFromTheCache),
+// and nodes of their zone alone. Every other object is cached
 // without its managed fields (CacheDefaultTransform).
 func CacheByObject() map[client.Object]cache.ByObject {
 	memberLease, err := labels.NewRequirement(protocol.GroupLabel, selection.Exists, nil)
@@ -26,7 +28,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{protocol.ManagedByLabel: protocol.ManagedByValue})},
 		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
-		&corev1.Pod{}:           {Transform: StripPod},
+		&corev1.Pod{}:           {Transform: observe.CachePod},
 		&corev1.Node{}:          {Transform: stripNode},
 	}
 }
@@ -50,48 +52,5 @@ func stripNode(obj any) (any, error) {
 	if zone, ok := node.Labels[plan.ZoneLabel]; ok {
 		stripped.Labels = map[string]string{plan.ZoneLabel: zone}
 	}
-	return stripped, nil
-}
-
-// StripPod is a cache transform that keeps of a pod only what membership, identity, zone, weight and the
-// handoff read: name, namespace, UID, labels, annotations, owner, deletion, node, phase, the Ready
-// condition and whether each container runs or has terminated. Container specs, volumes and managed
-// fields are most of a pod's size, and an operator that watches every pod of a cluster would otherwise
-// hold them all in memory.
-func StripPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	stripped := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		Spec:     corev1.PodSpec{NodeName: pod.Spec.NodeName},
-		Status:   corev1.PodStatus{Phase: pod.Status.Phase},
-	}
-	stripped.ObjectMeta = *pod.ObjectMeta.DeepCopy()
-	stripped.ManagedFields = nil
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			stripped.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	strip := func(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
-		out := make([]corev1.ContainerStatus, len(statuses))
-		for i, c := range statuses {
-			out[i] = corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount}
-			if c.State.Running != nil {
-				out[i].State.Running = &corev1.ContainerStateRunning{}
-			}
-			if c.State.Terminated != nil {
-				out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.State.Terminated.ExitCode}
-			}
-			if c.LastTerminationState.Terminated != nil {
-				out[i].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: c.LastTerminationState.Terminated.ExitCode}
-			}
-		}
-		return out
-	}
-	stripped.Status.ContainerStatuses = strip(pod.Status.ContainerStatuses)
-	stripped.Status.InitContainerStatuses = strip(pod.Status.InitContainerStatuses)
 	return stripped, nil
 }

@@ -63,11 +63,13 @@ type ConsumerGroupReconciler struct {
 	nodeLeases observe.NodeLeaseSightings
 	// nodeViews keeps the node views; nil without NodeViewsNamespace.
 	nodeViews *nodeViews
+	// pods reads the pods of the manager's cache (readPodsFromTheCache).
+	pods observe.CachedPods
 }
 
 // observer reads a pass's world through the cache, with the operator's sightings of the Leases.
 func (r *ConsumerGroupReconciler) observer() observe.Observer {
-	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Memory: &r.memory, Nodes: &r.nodeLeases}
+	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Memory: &r.memory, Nodes: &r.nodeLeases, Pods: r.pods}
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment

@@ -29,9 +29,6 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// podNodeIndex indexes pods by the node they run on, to find the groups a node's zone change affects.
-const podNodeIndex = "spec.nodeName"
-
 // groupSelectorIndex indexes groups by each "key=value" of their selector's matchLabels, and by "*" when
 // it has none, so that a pod event looks up the few groups that may select it instead of matching every
 // group of the namespace.
@@ -56,14 +53,8 @@ func selectorIndexValues(o client.Object) []string {
 // Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
 // members on that node); and the route discovery (routeDiscovery), with its own watches.
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
-		if name := o.(*corev1.Pod).Spec.NodeName; name != "" {
-			return []string{name}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
+	pods := newPodSource(mgr.GetCache(), r.groupsForPod)
+	r.pods = pods.store
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
 		return err
 	}
@@ -102,7 +93,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		// Groups are independent and a pass mostly waits on the API server: a few workers keep a large
 		// group's pass from holding up the others. The work queue never runs one group twice at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.groupsForPod)).
+		WatchesRawSource(pods).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
 			builder.WithPredicates(claimChanged())).
 		Watches(&coordinationv1.Lease{}, loadChanged()).
@@ -181,15 +172,15 @@ func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Obj
 
 // groupsForNode maps a node to the groups that have pods on it.
 func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Object) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.MatchingFields{podNodeIndex: o.GetName()}); err != nil {
+	pods, err := r.pods.OnNode(o.GetName())
+	if err != nil {
 		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", o.GetName())
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
-	for i := range pods.Items {
-		for _, g := range r.groupsForPod(ctx, &pods.Items[i]) {
+	for i := range pods {
+		for _, g := range r.groupsForPod(ctx, &pods[i]) {
 			if !seen[g.NamespacedName] {
 				seen[g.NamespacedName] = true
 				out = append(out, g.NamespacedName)

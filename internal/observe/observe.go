@@ -37,6 +37,16 @@ type Observer struct {
 	// it saw of the nodes' Leases.
 	Memory Memory
 	Nodes  *NodeLeaseSightings
+	// Pods reads the pods; nil reads them through Cached.
+	Pods PodReader
+}
+
+// pods is where o reads pods.
+func (o Observer) pods() PodReader {
+	if o.Pods != nil {
+		return o.Pods
+	}
+	return ReaderPods{Reader: o.Cached}
 }
 
 // Observe reads everything one pass of group needs. It reads through the cache, except that when the
@@ -63,11 +73,9 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 		obs.SelectorProblem = &plan.Problem{Reason: v1alpha1.ReasonInvalidSelector, Message: fmt.Sprintf("spec.selector: %v", err)}
 		return obs, nil
 	}
-	var pods corev1.PodList
-	if err := o.Cached.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	if obs.Pods, err = o.pods().ListPods(ctx, group.Namespace, selector); err != nil {
 		return nil, fmt.Errorf("listing the pods spec.selector matches: %w", err)
 	}
-	obs.Pods = pods.Items
 	for i := range obs.Pods {
 		obs.PodsByName[obs.Pods[i].Name] = &obs.Pods[i]
 	}
@@ -88,10 +96,9 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 		if _, known := obs.PodsByName[name]; known || name == "" {
 			continue
 		}
-		var pod corev1.Pod
-		switch err := o.Cached.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}, &pod); {
+		switch pod, err := o.pods().GetPod(ctx, types.NamespacedName{Namespace: group.Namespace, Name: name}); {
 		case err == nil:
-			obs.PodsByName[name] = &pod
+			obs.PodsByName[name] = pod
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading pod %s, which the published assignment names: %w", name, err)
 		}
