@@ -7,9 +7,8 @@ import (
 )
 
 // filesPerNode is how many files a run holds open per node, at most: the members of a node share one
-// connection to the API server and one to their agent (HTTP/2), the agent has its own connection to the
-// API server and its listener, and each connection has two ends in this process when both are in it; a
-// member opens no file of its own. The rest is slack for the connections HTTP/2 opens past a server's
+// connection to the API server and call their agent in process (nodeAgents), the agent has its own
+// connection to the API server; a member opens no file of its own. The rest is slack for the connections HTTP/2 opens past a server's
 // stream limit. The result's openFiles shows what a run held.
 const filesPerNode = 16
 

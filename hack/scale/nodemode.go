@@ -31,39 +31,38 @@ const (
 	memberServiceAccount = "scale-member"
 )
 
-// nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server on a
-// loopback port with its own connection to the API server, which can be cut, as its node's. The members
-// of a node ask their agent through one client, over one HTTP/2 connection: a run holds every node's
-// connections in one process, whose open files are limited.
+// nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server with its
+// own connection to the API server, which can be cut, as its node's. The members of a node call their
+// agent's HTTP handler in their own process (inProcess): on a real cluster each node's members and agent
+// share that node's cores, where here 20,000 members asking once a second over loopback HTTP/2 would need
+// more than the machine's two. The agent's work, and every request it sends the API server, are the same.
 type nodeAgents struct {
-	servers map[string]*httptest.Server
 	clients map[string]*http.Client
 	cut     map[string]*atomic.Bool
+	stop    context.CancelFunc
 }
 
-// startNodeAgents starts an agent for each node, until ctx ends.
+// startNodeAgents starts an agent for each node, until ctx ends or close.
 func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*nodeAgents, error) {
-	a := &nodeAgents{servers: map[string]*httptest.Server{}, clients: map[string]*http.Client{}, cut: map[string]*atomic.Bool{}}
+	ctx, stop := context.WithCancel(ctx)
+	a := &nodeAgents{clients: map[string]*http.Client{}, cut: map[string]*atomic.Bool{}, stop: stop}
 	for _, node := range nodes {
 		cut := &atomic.Bool{}
 		agentCfg := rest.CopyConfig(cfg)
 		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return testenv.Partitionable(rt, cut) })
 		cs, err := kubernetes.NewForConfig(agentCfg)
 		if err != nil {
+			stop()
 			return nil, err
 		}
 		srv, err := nodeagent.New(nodeagent.Config{Node: node, Namespace: operatorNamespace, Client: cs})
 		if err != nil {
+			stop()
 			return nil, fmt.Errorf("node agent of %s: %w", node, err)
 		}
 		go func() { _ = srv.Run(ctx) }()
-		ts := httptest.NewUnstartedServer(srv.Handler())
-		ts.Config.Protocols = nodeagent.Protocols()
-		ts.Start()
-		h2c := new(http.Protocols)
-		h2c.SetUnencryptedHTTP2(true)
-		a.servers[node], a.cut[node] = ts, cut
-		a.clients[node] = &http.Client{Transport: &http.Transport{Protocols: h2c}}
+		a.cut[node] = cut
+		a.clients[node] = &http.Client{Transport: inProcess{handler: srv.Handler()}}
 	}
 	return a, nil
 }
@@ -71,16 +70,33 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 // client is the client the members on node ask their agent with.
 func (a *nodeAgents) client(node string) *http.Client { return a.clients[node] }
 
-// url is the base URL of node's agent.
-func (a *nodeAgents) url(node string) string { return a.servers[node].URL }
+// url is the base URL of node's agent: any will do, as its client calls the agent's handler itself.
+func (a *nodeAgents) url(node string) string { return "http://node-agent." + node + ".invalid" }
 
 // cutOff cuts node's agent off the API server, as a lost node's: it confirms nothing more.
 func (a *nodeAgents) cutOff(node string) { a.cut[node].Store(true) }
 
-func (a *nodeAgents) close() {
-	for _, s := range a.servers {
-		s.Close()
+// close stops the agents.
+func (a *nodeAgents) close() { a.stop() }
+
+// inProcess is an http.RoundTripper that serves each request with handler in the caller's goroutine, as
+// the server would: the handler reads the request's body and context, and its answer is the response.
+type inProcess struct{ handler http.Handler }
+
+func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	served := req.Clone(req.Context())
+	served.RequestURI, served.RemoteAddr = req.URL.RequestURI(), "127.0.0.1:0"
+	if served.Body == nil {
+		served.Body = http.NoBody
 	}
+	rec := httptest.NewRecorder()
+	t.handler.ServeHTTP(rec, served)
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
 }
 
 // memberTokens are, for each pod, a token of its service account bound to it, for the agents' audience:
