@@ -27,7 +27,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 	return map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{protocol.ManagedByLabel: protocol.ManagedByValue})},
-		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease)},
+		&coordinationv1.Lease{}: {Label: labels.NewSelector().Add(*memberLease), Transform: cacheMemberLease},
 		&corev1.Pod{}:           {Transform: observe.CachePod},
 		&corev1.Node{}:          {Transform: stripNode},
 	}
@@ -37,6 +37,29 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // and on a member's Lease, renewed every 20 s by its member and annotated by the operator, they are often
 // larger than the rest of the object.
 func CacheDefaultTransform() toolscache.TransformFunc { return cache.TransformStripManagedFields() }
+
+// cacheMemberLease is the cache transform of member Leases: their managed fields dropped, as every other
+// object's (CacheDefaultTransform, which a type's own transform replaces), and the strings that many
+// Leases repeat shared (observe.Intern): the namespace, the group label, the annotations' keys, and the
+// owners' API versions, kinds and group names. The claims and load reports are each Lease's own.
+func cacheMemberLease(obj any) (any, error) {
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return obj, nil
+	}
+	lease.ManagedFields = nil
+	lease.Namespace = observe.Intern(lease.Namespace)
+	lease.Labels = observe.InternKeys(lease.Labels, true)
+	lease.Annotations = observe.InternKeys(lease.Annotations, false)
+	for i := range lease.OwnerReferences {
+		ref := &lease.OwnerReferences[i]
+		ref.APIVersion, ref.Kind = observe.Intern(ref.APIVersion), observe.Intern(ref.Kind)
+		if ref.Kind != "Pod" {
+			ref.Name = observe.Intern(ref.Name)
+		}
+	}
+	return lease, nil
+}
 
 // stripNode keeps of a node what the operator reads: its name and its zone label. A node's status (its
 // images, addresses, conditions) runs to kilobytes, and a cluster has one for every 30 pods or so.

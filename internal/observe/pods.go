@@ -43,20 +43,20 @@ type CachedContainer struct {
 // CachedPodOf keeps of pod what a CachedPod holds.
 func CachedPodOf(pod *corev1.Pod) *CachedPod {
 	c := &CachedPod{
-		TypeMeta: pod.TypeMeta,
+		TypeMeta: metav1.TypeMeta{APIVersion: Intern(pod.APIVersion), Kind: Intern(pod.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Labels: pod.Labels, Annotations: pod.Annotations,
+			Name: pod.Name, Namespace: Intern(pod.Namespace), UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: InternKeys(pod.Labels, true), Annotations: InternKeys(pod.Annotations, false),
 			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 		},
-		NodeName:       pod.Spec.NodeName,
-		Phase:          pod.Status.Phase,
+		NodeName:       Intern(pod.Spec.NodeName),
+		Phase:          corev1.PodPhase(Intern(string(pod.Status.Phase))),
 		Containers:     cachedContainers(pod.Status.ContainerStatuses),
 		InitContainers: cachedContainers(pod.Status.InitContainerStatuses),
 	}
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodReady {
-			c.Ready = cond.Status
+			c.Ready = corev1.ConditionStatus(Intern(string(cond.Status)))
 		}
 	}
 	return c

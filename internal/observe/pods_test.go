@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
@@ -155,7 +156,16 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 			p.Labels = map[string]string{"app": fmt.Sprintf("group-%d", i/10), "pod-template-hash": "abcdef"}
 			p.CreationTimestamp = metav1.Now()
 		})
-		return &p
+		// Decoded, as the informer's pods are: each with its own copy of every string.
+		data, err := json.Marshal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var decoded corev1.Pod
+		if err := json.Unmarshal(data, &decoded); err != nil {
+			b.Fatal(err)
+		}
+		return &decoded
 	}
 	heap := func() uint64 {
 		runtime.GC()
