@@ -70,6 +70,8 @@ type options struct {
 	workers            int
 	// heapProfile is where to write the operator's heap profile at the end of the window; none when empty.
 	heapProfile string
+	// cpuProfile is where to write this program's own CPU profile over the window; none when empty.
+	cpuProfile string
 	// gogc is the operator's GOGC; Go's default when empty.
 	gogc string
 	// startRate is how many members start a second; 0 starts them all at once.
@@ -93,6 +95,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.IntVar(&o.startRate, "start-rate", 0, "Members started a second, as a rollout starts them; 0 starts them all at once.")
 	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); Go's default, 100, when empty.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,7 +307,12 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	ownBefore, windowStart := own.Load(), time.Now()
-	if err := sleep(ctx, o.window); err != nil {
+	stopProfile, err := profileCPU(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	err = sleep(ctx, o.window)
+	if err := errors.Join(err, stopProfile()); err != nil {
 		return err
 	}
 	after, err := apiRequests(ctx, metricsClient)
@@ -329,6 +335,25 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	}
 	res.OperatorBytesPerPod = float64(res.OperatorRSSBytes-res.OperatorBaselineRSSBytes) / float64(res.Pods)
 	return nil
+}
+
+// profileCPU profiles this program's CPU into file until the function it returns is called; it does
+// nothing when file is empty.
+func profileCPU(file string) (stop func() error, err error) {
+	if file == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // moduleRoot is the directory of this module's go.mod.
