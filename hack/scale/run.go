@@ -149,7 +149,7 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 
 	say("starting %d members", len(w.pods))
 	ownership := testenv.NewOwnership()
-	members, err := startMembers(ctx, o, w, cfg, ownership, memberOpts)
+	members, err := startMembers(ctx, o, w, cfg, ownership, memberOpts, say)
 	for _, m := range members {
 		defer m.Stop()
 	}
@@ -237,7 +237,8 @@ func nodeConfigs(cfg *rest.Config, nodes []string) (map[string]*rest.Config, err
 
 // startMembers runs a member for each of w's pods, at -start-rate as a rollout would start them, not all
 // in one instant. It returns the members it started, for the caller to stop, also when it fails.
-func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own *testenv.Ownership, memberOpts func(i int) testenv.MemberOptions) ([]*testenv.SimMember, error) {
+func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own *testenv.Ownership, memberOpts func(i int) testenv.MemberOptions,
+	say func(string, ...any)) ([]*testenv.SimMember, error) {
 	nodeCfgs, err := nodeConfigs(cfg, w.nodes)
 	if err != nil {
 		return nil, err
@@ -249,6 +250,7 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 		pace = t.C
 	}
 	members := make([]*testenv.SimMember, 0, len(w.pods))
+	start := time.Now()
 	for i, p := range w.pods {
 		if pace != nil {
 			select {
@@ -262,6 +264,9 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 			return members, err
 		}
 		members = append(members, m)
+		if n := len(members); n%1000 == 0 || n == len(w.pods) {
+			say("members started: %d of %d (%.0f a second)", n, len(w.pods), float64(n)/time.Since(start).Seconds())
+		}
 	}
 	return members, nil
 }
