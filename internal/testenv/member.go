@@ -28,6 +28,9 @@ import (
 type Ownership struct {
 	mu      sync.Mutex
 	holders map[allocate.Queue]map[string]bool
+	// reads is holders by reader: what each reads now, so that an application touches its own queues only,
+	// not every queue of the run.
+	reads map[string]map[allocate.Queue]bool
 	// since is when each queue last lost its last reader; absent while it has one.
 	since      map[allocate.Queue]time.Time
 	violations []string
@@ -53,7 +56,8 @@ func (o *Ownership) Observe(observe func(reader string, queues []allocate.Queue)
 
 // NewOwnership is an empty record.
 func NewOwnership() *Ownership {
-	return &Ownership{holders: map[allocate.Queue]map[string]bool{}, since: map[allocate.Queue]time.Time{}, lastReader: map[allocate.Queue]string{}}
+	return &Ownership{holders: map[allocate.Queue]map[string]bool{}, reads: map[string]map[allocate.Queue]bool{},
+		since: map[allocate.Queue]time.Time{}, lastReader: map[allocate.Queue]string{}}
 }
 
 // Apply records that reader (a pod incarnation) now reads exactly queues.
@@ -68,14 +72,19 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 	for _, q := range queues {
 		want[q] = true
 	}
-	for q, hs := range o.holders {
-		if hs[reader] && !want[q] {
+	for q := range o.reads[reader] {
+		if hs := o.holders[q]; !want[q] {
 			delete(hs, reader)
 			if len(hs) == 0 {
 				o.since[q] = now
 				o.lastReader[q] = reader
 			}
 		}
+	}
+	if len(want) == 0 {
+		delete(o.reads, reader)
+	} else {
+		o.reads[reader] = want
 	}
 	for q := range want {
 		hs := o.holders[q]
