@@ -80,6 +80,41 @@ func TestHeldGeneration(t *testing.T) {
 	}
 }
 
+// TestHeldFollowsTheViewsObjects: held keeps its reading of the entry only while the view holds the same
+// objects; each new index, shard or shard read is read again.
+func TestHeldFollowsTheViewsObjects(t *testing.T) {
+	index := protocol.AssignmentName(testGroup)
+	shard := protocol.ShardName(testGroup, protocol.ShardOf(testPod, 2))
+	v := &assignmentView{synced: true, group: testGroup, pod: testPod, podUID: "pod-uid",
+		index: assignmentConfigMap(index, 3, 1, entryOf(3))}
+	want := func(gen int64) {
+		t.Helper()
+		got, ok := v.held()
+		if !ok || got.generation != gen || !got.published {
+			t.Fatalf("held = %+v, %v; want generation %d", got, ok, gen)
+		}
+	}
+	want(3)
+	want(3)
+	v.index = assignmentConfigMap(index, 4, 1, entryOf(4))
+	want(4)
+	// Sharded at generation 5: until the shard is read the entry in force stands; then the shard's.
+	v.index, v.entry = assignmentConfigMap(index, 5, 2, nil), protocol.EntryView{Exists: true, GroupUID: testGroupUID, Generation: 4}
+	v.shard = shardWatch{name: shard}
+	if _, ok := v.held(); !ok {
+		t.Fatal("held before the shard was read: not ok")
+	}
+	v.shard.read, v.shard.cm = true, assignmentConfigMap(shard, 5, 1, entryOf(5))
+	want(5)
+	v.shard.cm = assignmentConfigMap(shard, 6, 1, entryOf(6))
+	v.index = assignmentConfigMap(index, 6, 2, nil)
+	want(6)
+	v.index = nil
+	if got, ok := v.held(); !ok || got.published {
+		t.Fatalf("held with no assignment = %+v, %v; want nothing published", got, ok)
+	}
+}
+
 // fakeAgent answers confirmation requests with status and answer, and records the last request.
 func fakeAgent(t *testing.T, status int, answer protocol.NodeAgentConfirmResponse) (*httptest.Server, *atomic.Pointer[protocol.NodeAgentConfirmRequest]) {
 	t.Helper()

@@ -45,6 +45,18 @@ type assignmentView struct {
 	suspects  map[string]string
 	runCtx    context.Context
 	factories []informers.SharedInformerFactory
+	// resolved is held's last reading of the entry (protocol.ViewEntry), kept while the view holds the
+	// same objects: held runs at every confirmation, once a second, and decoding the entry was most of
+	// its work. Informers replace the objects they hold, never change them.
+	resolved resolvedEntry
+}
+
+// resolvedEntry is protocol.ViewEntry's answer for an index, a shard and whether the shard was read.
+type resolvedEntry struct {
+	index, shard *corev1.ConfigMap
+	shardRead    bool
+	entry        protocol.EntryView
+	ok, valid    bool
 }
 
 // shardWatch is the shard ConfigMap that holds the pod's entry, and what its informer has seen.
@@ -317,7 +329,13 @@ func (v *assignmentView) held() (h heldView, ok bool) {
 	if !v.synced {
 		return heldView{}, false
 	}
-	entry, resolved := protocol.ViewEntry(v.group, v.index, v.shard.cm, v.shard.read, v.pod, v.podUID)
+	r := v.resolved
+	if !r.valid || r.index != v.index || r.shard != v.shard.cm || r.shardRead != v.shard.read {
+		r = resolvedEntry{index: v.index, shard: v.shard.cm, shardRead: v.shard.read, valid: true}
+		r.entry, r.ok = protocol.ViewEntry(v.group, v.index, v.shard.cm, v.shard.read, v.pod, v.podUID)
+		v.resolved = r
+	}
+	entry, resolved := r.entry, r.ok
 	if !resolved {
 		entry = v.entry
 	}
