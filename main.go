@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -114,6 +115,13 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
 	setupLog := ctrl.Log.WithName("setup")
+	switch limit, err := manager.SoftMemoryLimit(os.Getenv, os.ReadFile); {
+	case err != nil:
+		setupLog.Error(err, "Failed to read the container's memory limit; no soft memory limit set")
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		setupLog.Info("Set the soft memory limit to nine tenths of the container's", "bytes", limit)
+	}
 
 	ctx := ctrl.SetupSignalHandler()
 	namespaces := c.namespaces
