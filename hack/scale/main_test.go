@@ -177,7 +177,7 @@ func TestInProcessServesTheRequestAsAServerWould(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated || string(body) != "got hello" || resp.Request != req {
 		t.Errorf("response %d %q (request kept: %v), want 201 \"got hello\"", resp.StatusCode, body, resp.Request == req)
