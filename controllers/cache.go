@@ -17,7 +17,7 @@ import (
 
 // CacheByObject restricts the manager's cache to what the reconciler reads: the ConfigMaps the operator
 // manages (not every ConfigMap of the cluster), the Leases of group members (not every Lease), pods as
-// observe.CachedPods (what a pass reads of them, which the reconciler reads through readPodsFromTheCache),
+// observe.CachedPods (what a pass reads of them, which the reconciler reads from podSource's store),
 // and nodes of their zone alone. Every other object is cached
 // without its managed fields (CacheDefaultTransform).
 func CacheByObject() map[client.Object]cache.ByObject {

@@ -63,7 +63,7 @@ type ConsumerGroupReconciler struct {
 	nodeLeases observe.NodeLeaseSightings
 	// nodeViews keeps the node views; nil without NodeViewsNamespace.
 	nodeViews *nodeViews
-	// pods reads the pods of the manager's cache (readPodsFromTheCache).
+	// pods reads the pods of the manager's cache, kept by podSource.
 	pods observe.CachedPods
 }
 
