@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"io"
 	"math"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -157,31 +155,3 @@ func TestProcFieldsReadsKilobytes(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
-
-func TestInProcessServesTheRequestAsAServerWould(t *testing.T) {
-	c := &http.Client{Transport: inProcess{handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil || r.Method != http.MethodPost || r.RequestURI != "/v1/confirm?x=1" || r.Context().Value(ctxKey{}) != "member" {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write(append([]byte("got "), body...))
-	})}}
-	ctx := context.WithValue(context.Background(), ctxKey{}, "member")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://node-agent.n1.invalid/v1/confirm?x=1", strings.NewReader("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated || string(body) != "got hello" || resp.Request != req {
-		t.Errorf("response %d %q (request kept: %v), want 201 \"got hello\"", resp.StatusCode, body, resp.Request == req)
-	}
-}
-
-type ctxKey struct{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,12 +31,14 @@ const (
 )
 
 // nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server with its
-// own connection to the API server, which can be cut, as its node's. The members of a node call their
-// agent's HTTP handler in their own process (inProcess): on a real cluster each node's members and agent
-// share that node's cores, where here 20,000 members asking once a second over loopback HTTP/2 would need
-// more than the machine's two. The agent's work, and every request it sends the API server, are the same.
+// own connection to the API server, which can be cut, as its node's. The members of a node ask their
+// agent with a call in their own process (nodeagent.Server.Confirm, member.Config.NodeAgentCall), not over
+// HTTP: on a real cluster each node's members and agent share that node's cores, where here 20,000
+// members asking once a second, even through the agent's HTTP handler in process, would need most of the
+// machine's two. The agent's work (the token's identity, the request's checks, the shared read) and
+// every request it sends the API server are the same.
 type nodeAgents struct {
-	clients map[string]*http.Client
+	servers map[string]*nodeagent.Server
 	cut     map[string]*atomic.Bool
 	stop    context.CancelFunc
 }
@@ -45,7 +46,7 @@ type nodeAgents struct {
 // startNodeAgents starts an agent for each node, until ctx ends or close.
 func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*nodeAgents, error) {
 	ctx, stop := context.WithCancel(ctx)
-	a := &nodeAgents{clients: map[string]*http.Client{}, cut: map[string]*atomic.Bool{}, stop: stop}
+	a := &nodeAgents{servers: map[string]*nodeagent.Server{}, cut: map[string]*atomic.Bool{}, stop: stop}
 	for _, node := range nodes {
 		cut := &atomic.Bool{}
 		agentCfg := rest.CopyConfig(cfg)
@@ -62,15 +63,17 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 		}
 		go func() { _ = srv.Run(ctx) }()
 		a.cut[node] = cut
-		a.clients[node] = &http.Client{Transport: inProcess{handler: srv.Handler()}}
+		a.servers[node] = srv
 	}
 	return a, nil
 }
 
-// client is the client the members on node ask their agent with.
-func (a *nodeAgents) client(node string) *http.Client { return a.clients[node] }
+// call is how the members on node ask their agent.
+func (a *nodeAgents) call(node string) func(context.Context, string, protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error) {
+	return a.servers[node].Confirm
+}
 
-// url is the base URL of node's agent: any will do, as its client calls the agent's handler itself.
+// url names node's agent in the members' logs; nothing is sent to it.
 func (a *nodeAgents) url(node string) string { return "http://node-agent." + node + ".invalid" }
 
 // cutOff cuts node's agent off the API server, as a lost node's: it confirms nothing more.
@@ -78,26 +81,6 @@ func (a *nodeAgents) cutOff(node string) { a.cut[node].Store(true) }
 
 // close stops the agents.
 func (a *nodeAgents) close() { a.stop() }
-
-// inProcess is an http.RoundTripper that serves each request with handler in the caller's goroutine, as
-// the server would: the handler reads the request's body and context, and its answer is the response.
-type inProcess struct{ handler http.Handler }
-
-func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	served := req.Clone(req.Context())
-	served.RequestURI, served.RemoteAddr = req.URL.RequestURI(), "127.0.0.1:0"
-	if served.Body == nil {
-		served.Body = http.NoBody
-	}
-	rec := httptest.NewRecorder()
-	t.handler.ServeHTTP(rec, served)
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-	resp := rec.Result()
-	resp.Request = req
-	return resp, nil
-}
 
 // memberTokens are, for each pod, a token of its service account bound to it, for the agents' audience:
 // what a member reads from its projected volume.

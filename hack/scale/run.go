@@ -212,7 +212,7 @@ func liveness(ctx context.Context, o options, w world, cfg *rest.Config, cs kube
 	return func(i int) testenv.MemberOptions {
 		token := tokens[i]
 		node := w.pods[i].Spec.NodeName
-		return testenv.MemberOptions{NodeAgent: agents.url(node), NodeAgentToken: func() (string, error) { return token, nil }, NodeAgentClient: agents.client(node)}
+		return testenv.MemberOptions{NodeAgent: agents.url(node), NodeAgentToken: func() (string, error) { return token, nil }, NodeAgentCall: agents.call(node)}
 	}, agents, nil
 }
 

@@ -219,10 +219,12 @@ type MemberOptions struct {
 	LeaseDuration, MaxClockSkew, DrainAckTimeout time.Duration
 	// ContactTimeout and StopTimeout are member.Config's: the member's defaults when zero.
 	ContactTimeout, StopTimeout time.Duration
-	// NodeAgent and NodeAgentToken are member.Config's: node mode when NodeAgent is set.
+	// NodeAgent, NodeAgentToken, NodeAgentClient and NodeAgentCall are member.Config's: node mode when
+	// NodeAgent is set.
 	NodeAgent       string
 	NodeAgentToken  func() (string, error)
 	NodeAgentClient *http.Client
+	NodeAgentCall   func(context.Context, string, protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error)
 }
 
 // SimMember is a member pod's application: it runs pkg/member, reads what it is given, records it in an
@@ -269,7 +271,7 @@ func RunMember(cfg *rest.Config, group string, pod *corev1.Pod, own *Ownership, 
 		Namespace: pod.Namespace, Group: group, Pod: pod.Name, PodUID: pod.UID,
 		LeaseDuration: opts.LeaseDuration, MaxClockSkew: opts.MaxClockSkew, DrainAckTimeout: opts.DrainAckTimeout,
 		ContactTimeout: opts.ContactTimeout, StopTimeout: opts.StopTimeout,
-		NodeAgent: opts.NodeAgent, NodeAgentToken: opts.NodeAgentToken, NodeAgentClient: opts.NodeAgentClient,
+		NodeAgent: opts.NodeAgent, NodeAgentToken: opts.NodeAgentToken, NodeAgentClient: opts.NodeAgentClient, NodeAgentCall: opts.NodeAgentCall,
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,6 +87,11 @@ type Config struct {
 	// process that runs the members of many pods on one node can give them one client, whose transport
 	// speaks HTTP/2 to the agent (nodeagent.Protocols) and so holds one connection for them all.
 	NodeAgentClient *http.Client
+	// NodeAgentCall, when set, asks the agent with a call in this process instead of over HTTP, with the
+	// pod's token, and answers with the status the agent's HTTP handler would send; NodeAgent then only
+	// names the agent in logs. It is for a program that runs members beside their agents, as hack/scale
+	// does with nodeagent.Server.Confirm: a member on a node asks over HTTP.
+	NodeAgentCall func(ctx context.Context, token string, req protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error)
 }
 
 // ConfigFromEnv reads a Config from POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP, MEMBER_ID

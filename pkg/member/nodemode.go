@@ -49,7 +49,9 @@ type nodeConfirmer struct {
 	token  func() (string, error)
 	group  string
 	client *http.Client
-	view   *assignmentView
+	// call, when set, asks the agent in this process instead of over HTTP (Config.NodeAgentCall).
+	call func(context.Context, string, protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error)
+	view *assignmentView
 	// perMemberTimeout bounds a confirmation by the member's own read, in per-member mode.
 	perMemberTimeout time.Duration
 	mode             atomic.Int32
@@ -63,7 +65,7 @@ func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
 	}
 	return &nodeConfirmer{
 		url:   strings.TrimSuffix(cfg.NodeAgent, "/") + protocol.NodeAgentConfirmPath,
-		token: cfg.NodeAgentToken, group: cfg.Group, client: client, view: view,
+		token: cfg.NodeAgentToken, group: cfg.Group, client: client, call: cfg.NodeAgentCall, view: view,
 		perMemberTimeout: perMemberAttemptTimeout(protocol.ContactInterval(cfg.ContactTimeout)),
 	}
 }
@@ -143,18 +145,36 @@ const maxAnswerBytes = 64 << 10
 
 // ask sends req to the agent with the pod's token.
 func (n *nodeConfirmer) ask(ctx context.Context, req protocol.NodeAgentConfirmRequest) (protocol.NodeAgentConfirmResponse, error) {
-	var answer protocol.NodeAgentConfirmResponse
 	token, err := n.token()
 	if err != nil {
-		return answer, err
+		return protocol.NodeAgentConfirmResponse{}, err
 	}
+	send := n.post
+	if n.call != nil {
+		send = n.call
+	}
+	status, answer, err := send(ctx, token, req)
+	switch {
+	case err != nil:
+		return answer, err
+	case status == http.StatusNotFound:
+		return answer, agentUnreachable{err: fmt.Errorf("%s answers 404: no node agent serves it", n.url)}
+	case status != http.StatusOK:
+		return protocol.NodeAgentConfirmResponse{}, agentRefusal{status: status, reason: answer.Reason}
+	}
+	return answer, nil
+}
+
+// post sends req to the agent over HTTP, and returns the status and answer.
+func (n *nodeConfirmer) post(ctx context.Context, token string, req protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error) {
+	var answer protocol.NodeAgentConfirmResponse
 	body, err := json.Marshal(req)
 	if err != nil {
-		return answer, err
+		return 0, answer, err
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
 	if err != nil {
-		return answer, err
+		return 0, answer, err
 	}
 	httpReq.Header.Set("Authorization", "Bearer "+token)
 	httpReq.Header.Set("Content-Type", "application/json")
@@ -162,20 +182,17 @@ func (n *nodeConfirmer) ask(ctx context.Context, req protocol.NodeAgentConfirmRe
 	var dial *net.OpError
 	switch {
 	case errors.As(err, &dial) && dial.Op == "dial":
-		return answer, agentUnreachable{err: err}
+		return 0, answer, agentUnreachable{err: err}
 	case err != nil:
-		return answer, fmt.Errorf("asking the node agent: %w", err)
+		return 0, answer, fmt.Errorf("asking the node agent: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode == http.StatusNotFound {
-		return answer, agentUnreachable{err: fmt.Errorf("%s answers 404: no node agent serves it", n.url)}
+		return resp.StatusCode, answer, nil
 	}
 	decodeErr := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&answer)
-	switch {
-	case resp.StatusCode != http.StatusOK:
-		return protocol.NodeAgentConfirmResponse{}, agentRefusal{status: resp.StatusCode, reason: answer.Reason}
-	case decodeErr != nil:
-		return answer, agentRefusal{status: resp.StatusCode, reason: "the answer is not JSON"}
+	if resp.StatusCode == http.StatusOK && decodeErr != nil {
+		return 0, answer, agentRefusal{status: resp.StatusCode, reason: "the answer is not JSON"}
 	}
-	return answer, nil
+	return resp.StatusCode, answer, nil
 }

@@ -197,6 +197,53 @@ func TestNodeConfirmerMode(t *testing.T) {
 	}
 }
 
+// TestNodeAgentCallIsReadAsTheHTTPAnswer: a member that asks its agent in process (Config.NodeAgentCall)
+// reads the status and answer as it reads the agent's HTTP answer.
+func TestNodeAgentCallIsReadAsTheHTTPAnswer(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    int
+		answer    protocol.NodeAgentConfirmResponse
+		err       error
+		mode      confirmMode
+		confirmed bool
+		wantErr   string
+	}{
+		{"confirmed", http.StatusOK, protocol.NodeAgentConfirmResponse{Confirmed: true}, nil, modeNode, true, ""},
+		{"not confirmed", http.StatusOK, protocol.NodeAgentConfirmResponse{Reason: "must see generation 4"}, nil, modeNode, false, "did not confirm generation 3: must see generation 4"},
+		{"a refused token", http.StatusUnauthorized, protocol.NodeAgentConfirmResponse{Reason: "not valid"}, nil, modeNode, false, "401 Unauthorized: not valid"},
+		{"no node view: 404", http.StatusNotFound, protocol.NodeAgentConfirmResponse{}, nil, modePerMember, true, ""},
+		{"the call ends with the request", 0, protocol.NodeAgentConfirmResponse{}, context.DeadlineExceeded, modeUndecided, false, "deadline exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked protocol.NodeAgentConfirmRequest
+			var token string
+			index := assignmentConfigMap(protocol.AssignmentName(testGroup), 3, 1, entryOf(3))
+			cfg := Config{Namespace: "shop", Group: testGroup, Pod: testPod, PodUID: "pod-uid", NodeAgent: "http://node-agent.invalid",
+				NodeAgentToken: func() (string, error) { return "the-token", nil },
+				NodeAgentCall: func(_ context.Context, tok string, req protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error) {
+					token, asked = tok, req
+					return tt.status, tt.answer, tt.err
+				}}.withDefaults()
+			view := newAssignmentView(fake.NewClientset(index), cfg, func() {})
+			view.synced, view.index = true, index
+			n := newNodeConfirmer(cfg, view)
+			ok, err := n.confirm(context.Background())
+			if ok != tt.confirmed || (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("confirm = %v, %v; want %v with an error containing %q", ok, err, tt.confirmed, tt.wantErr)
+			}
+			if got := confirmMode(n.mode.Load()); got != tt.mode {
+				t.Fatalf("mode %d, want %d", got, tt.mode)
+			}
+			want := protocol.NodeAgentConfirmRequest{Group: testGroup, GroupUID: testGroupUID, Generation: 3}
+			if asked != want || token != "the-token" {
+				t.Fatalf("the agent was asked %+v with token %q, want %+v with the pod's", asked, token, want)
+			}
+		})
+	}
+}
+
 // An agent that accepts the connection but answers too late is there, only slow (a node under load): the
 // attempt fails, and the member's mode stays to be settled by a later answer. Falling back for good on a
 // slow first answer would make every member of a loaded node read the API server once a second.

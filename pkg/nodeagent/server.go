@@ -66,22 +66,13 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// serveConfirm authenticates the request, checks its body, and answers it with the next read.
+// serveConfirm authenticates the request, checks its body, and answers it with the next read. The token
+// is reviewed before the body is read: an unauthenticated caller learns nothing of the body's checks.
 func (s *Server) serveConfirm(w http.ResponseWriter, r *http.Request) {
-	logger := klog.FromContext(r.Context())
-	id, err := s.authenticate(r)
-	switch {
-	case isRefusal(err):
-		logger.V(1).Info("Refused a token", "reason", err.Error(), "remote", r.RemoteAddr)
-		writeAnswer(w, http.StatusUnauthorized, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
-		return
-	case errors.Is(err, errTooManyReviews):
-		logger.V(1).Info("Too many tokens to review", "remote", r.RemoteAddr)
-		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
-		return
-	case err != nil:
-		logger.Error(err, "Cannot review a token")
-		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: "the node agent cannot review tokens with the API server"})
+	ctx := klog.NewContext(r.Context(), klog.FromContext(r.Context()).WithValues("remote", r.RemoteAddr))
+	id, status, refused := s.admit(ctx, bearerToken(r))
+	if status != http.StatusOK {
+		writeAnswer(w, status, refused)
 		return
 	}
 	req, err := readRequest(http.MaxBytesReader(w, r.Body, protocol.MaxNodeAgentRequestBytes))
@@ -89,32 +80,75 @@ func (s *Server) serveConfirm(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, http.StatusBadRequest, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
 		return
 	}
+	status, a, err := s.answer(ctx, id, req)
+	if err != nil {
+		return // the client went away: nobody reads an answer
+	}
+	writeAnswer(w, status, a)
+}
+
+// Confirm answers a member's confirmation request as the HTTP handler does, with the status the handler
+// would send: it authenticates token, checks req, and waits for the next read. A program that runs
+// members beside their agents in one process (hack/scale) calls it directly; members on a node ask over
+// HTTP. It fails only when ctx ends before the answer.
+func (s *Server) Confirm(ctx context.Context, token string, req protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error) {
+	id, status, refused := s.admit(ctx, token)
+	if status != http.StatusOK {
+		return status, refused, nil
+	}
+	if err := checkRequest(req); err != nil {
+		return http.StatusBadRequest, protocol.NodeAgentConfirmResponse{Reason: err.Error()}, nil
+	}
+	return s.answer(ctx, id, req)
+}
+
+// admit is the pod token is bound to, with 200; or the status and answer that refuse the request.
+func (s *Server) admit(ctx context.Context, token string) (identity, int, protocol.NodeAgentConfirmResponse) {
+	logger := klog.FromContext(ctx)
+	if strings.TrimSpace(token) == "" {
+		return identity{}, http.StatusUnauthorized, protocol.NodeAgentConfirmResponse{Reason: "the request carries no bearer token"}
+	}
+	id, err := s.tokens.identity(ctx, token)
+	switch {
+	case isRefusal(err):
+		logger.V(1).Info("Refused a token", "reason", err.Error())
+		return id, http.StatusUnauthorized, protocol.NodeAgentConfirmResponse{Reason: err.Error()}
+	case errors.Is(err, errTooManyReviews):
+		logger.V(1).Info("Too many tokens to review")
+		return id, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()}
+	case err != nil:
+		logger.Error(err, "Cannot review a token")
+		return id, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: "the node agent cannot review tokens with the API server"}
+	}
+	return id, http.StatusOK, protocol.NodeAgentConfirmResponse{}
+}
+
+// answer is the answer to id's checked request req, from the next read; it fails when ctx ends first.
+func (s *Server) answer(ctx context.Context, id identity, req protocol.NodeAgentConfirmRequest) (int, protocol.NodeAgentConfirmResponse, error) {
 	q := query{namespace: id.Namespace, group: req.Group, groupUID: req.GroupUID, generation: req.Generation}
-	a, err := s.reader.confirm(r.Context(), q)
+	a, err := s.reader.confirm(ctx, q)
 	switch {
 	case errors.Is(err, errNoNodeView):
 		// 404, as an address with no agent: a member that has not settled its mode yet confirms its view
 		// itself, for good, rather than wait for an operator that keeps no node views.
-		writeAnswer(w, http.StatusNotFound, a)
-		return
+		return http.StatusNotFound, a, nil
 	case errors.Is(err, errBusy), errors.Is(err, errStopped):
-		writeAnswer(w, http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()})
-		return
+		return http.StatusServiceUnavailable, protocol.NodeAgentConfirmResponse{Reason: err.Error()}, nil
 	case err != nil:
-		return // the client went away: nobody reads an answer
+		return 0, protocol.NodeAgentConfirmResponse{}, err
 	}
-	logger.V(2).Info("Answered a confirmation request", "pod", types.NamespacedName{Namespace: id.Namespace, Name: id.Pod},
+	klog.FromContext(ctx).V(2).Info("Answered a confirmation request", "pod", types.NamespacedName{Namespace: id.Namespace, Name: id.Pod},
 		"group", req.Group, "generation", req.Generation, "confirmed", a.Confirmed, "reason", a.Reason)
-	writeAnswer(w, http.StatusOK, a)
+	return http.StatusOK, a, nil
 }
 
-// authenticate is the pod the request's bearer token is bound to.
-func (s *Server) authenticate(r *http.Request) (identity, error) {
+// bearerToken is the request's bearer token, or "" when it carries none.
+func bearerToken(r *http.Request) string {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return identity{}, refuse("the request carries no bearer token")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
 	}
-	return s.tokens.identity(r.Context(), strings.TrimSpace(token))
+	return strings.TrimSpace(token)
 }
 
 // readRequest decodes and checks a confirmation request. Fields it does not know are ignored: a newer
@@ -128,13 +162,18 @@ func readRequest(body io.Reader) (protocol.NodeAgentConfirmRequest, error) {
 		}
 		return req, errors.New("the request is not a JSON confirmation request")
 	}
+	return req, checkRequest(req)
+}
+
+// checkRequest checks a confirmation request's fields.
+func checkRequest(req protocol.NodeAgentConfirmRequest) error {
 	if msgs := validation.IsDNS1123Subdomain(req.Group); len(msgs) > 0 {
-		return req, errors.New("the request's group is not a valid object name")
+		return errors.New("the request's group is not a valid object name")
 	}
 	if req.Generation < 0 || req.Generation > protocol.MaxGeneration {
-		return req, fmt.Errorf("the request's generation %d is outside 0 to %d", req.Generation, protocol.MaxGeneration)
+		return fmt.Errorf("the request's generation %d is outside 0 to %d", req.Generation, protocol.MaxGeneration)
 	}
-	return req, nil
+	return nil
 }
 
 // healthAnswer is the body of /healthz.

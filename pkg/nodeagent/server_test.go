@@ -66,6 +66,13 @@ func newNamespace(t *testing.T, prefix string) string {
 // httptest server, until the test ends. It returns the server's URL.
 func startAgent(t *testing.T, client kubernetes.Interface, views, node string, minInterval time.Duration) string {
 	t.Helper()
+	url, _ := startAgentServer(t, client, views, node, minInterval)
+	return url
+}
+
+// startAgentServer is startAgent, and the agent itself.
+func startAgentServer(t *testing.T, client kubernetes.Interface, views, node string, minInterval time.Duration) (string, *nodeagent.Server) {
+	t.Helper()
 	s, err := nodeagent.New(nodeagent.Config{Node: node, Namespace: views, Client: client, MinReadInterval: minInterval})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +88,7 @@ func startAgent(t *testing.T, client kubernetes.Interface, views, node string, m
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return srv.URL
+	return srv.URL, s
 }
 
 // confirm posts body to the agent at base with token, and returns the status and the answer.
@@ -152,7 +159,7 @@ func TestConfirm(t *testing.T) {
 	testenv.WriteNodeView(t, cs, views, nodeA, protocol.NodeViewLines{}.
 		With(protocol.NodeViewLine{Namespace: ns, Group: groupName, GroupUID: groupUID, MustSee: 5}).
 		With(protocol.NodeViewLine{Namespace: "other", Group: "payments", GroupUID: "u2", MustSee: 1}))
-	agent := startAgent(t, cs, views, nodeA, 10*time.Millisecond)
+	agent, server := startAgentServer(t, cs, views, nodeA, 10*time.Millisecond)
 
 	tests := []struct {
 		name    string
@@ -183,6 +190,15 @@ func TestConfirm(t *testing.T) {
 			}
 			if tt.token != "" && strings.Contains(a.Reason, tt.token) {
 				t.Fatalf("the reason %q quotes the token", a.Reason)
+			}
+			// A caller in the agent's process gets the same answer for the same request.
+			var req protocol.NodeAgentConfirmRequest
+			if len(tt.body) > protocol.MaxNodeAgentRequestBytes || json.Unmarshal([]byte(tt.body), &req) != nil {
+				return // the direct call takes no body to decode or to bound
+			}
+			status, direct, err := server.Confirm(context.Background(), tt.token, req)
+			if err != nil || status != tt.status || direct != a {
+				t.Fatalf("Confirm: status %d, answer %+v, error %v; the handler's: status %d, answer %+v", status, direct, err, tt.status, a)
 			}
 		})
 	}
