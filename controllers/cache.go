@@ -49,7 +49,7 @@ func cacheMemberLease(obj any) (any, error) {
 	}
 	lease.ManagedFields = nil
 	lease.Namespace = observe.Intern(lease.Namespace)
-	lease.Labels = observe.InternKeys(lease.Labels, true)
+	lease.Labels = observe.SharedMap(lease.Labels)
 	lease.Annotations = observe.InternKeys(lease.Annotations, false)
 	for i := range lease.OwnerReferences {
 		ref := &lease.OwnerReferences[i]

@@ -46,7 +46,7 @@ func CachedPodOf(pod *corev1.Pod) *CachedPod {
 		TypeMeta: metav1.TypeMeta{APIVersion: Intern(pod.APIVersion), Kind: Intern(pod.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: pod.Name, Namespace: Intern(pod.Namespace), UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Labels: InternKeys(pod.Labels, true), Annotations: InternKeys(pod.Annotations, false),
+			Labels: SharedMap(pod.Labels), Annotations: SharedMap(pod.Annotations),
 			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		NodeName:       Intern(pod.Spec.NodeName),
