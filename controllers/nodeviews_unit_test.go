@@ -1,10 +1,14 @@
 package controllers
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
@@ -104,6 +108,56 @@ func TestLineChanges(t *testing.T) {
 		l, _ := tt.c.apply(lines, g).Line("ns", "g")
 		if l.MustSee != tt.want {
 			t.Errorf("%s: the line asks for %d, want %d", tt.name, l.MustSee, tt.want)
+		}
+	}
+}
+
+// TestLinesOfDecodesAViewOncePerVersion: a pass reads the cached views' lines decoded at their
+// resourceVersion; a new version is decoded again, and a view that does not read stays unread.
+func TestLinesOfDecodesAViewOncePerVersion(t *testing.T) {
+	view := func(rv string, mustSee int64) *corev1.ConfigMap {
+		name := protocol.NodeViewName("n1")
+		data, digest := protocol.NodeViewData(name, protocol.NodeViewLines{}.
+			With(protocol.NodeViewLine{Namespace: "ns", Group: "g", GroupUID: "u", MustSee: mustSee}))
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
+			Annotations: map[string]string{protocol.DigestAnnotation: digest}}, Data: data}
+	}
+	mustSee := func(lines protocol.NodeViewLines, err error) int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := lines.Line("ns", "g")
+		if !ok {
+			t.Fatalf("no line in %+v", lines)
+		}
+		return l.MustSee
+	}
+	nv := &nodeViews{}
+	if got := mustSee(nv.linesOf(view("1", 3))); got != 3 {
+		t.Fatalf("version 1: must see %d, want 3", got)
+	}
+	// The same version is not decoded again: its text (which a version cannot change) is not read.
+	if got := mustSee(nv.linesOf(view("1", 4))); got != 3 {
+		t.Fatalf("version 1 again: must see %d, want the decoded 3", got)
+	}
+	if got := mustSee(nv.linesOf(view("2", 4))); got != 4 {
+		t.Fatalf("version 2: must see %d, want 4", got)
+	}
+	edited := view("3", 5)
+	edited.Data[protocol.NodeViewKey] += " "
+	if _, err := nv.linesOf(edited); !errors.Is(err, protocol.ErrNodeViewEdited) {
+		t.Fatalf("an edited view: %v, want %v", err, protocol.ErrNodeViewEdited)
+	}
+	if _, err := nv.linesOf(edited); !errors.Is(err, protocol.ErrNodeViewEdited) {
+		t.Fatalf("an edited view, again: %v, want %v", err, protocol.ErrNodeViewEdited)
+	}
+	for i := range maxParsedViews + 1 {
+		cm := view("1", 1)
+		cm.Name = fmt.Sprintf("view-%d", i)
+		_, _ = nv.linesOf(cm)
+		if len(nv.parsed) > maxParsedViews {
+			t.Fatalf("%d views kept, more than %d", len(nv.parsed), maxParsedViews)
 		}
 	}
 }
