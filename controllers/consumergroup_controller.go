@@ -61,6 +61,8 @@ type ConsumerGroupReconciler struct {
 	memory memory
 	// nodeLeases times the kubelets' node Lease renewals on the operator's clock.
 	nodeLeases observe.NodeLeaseSightings
+	// lateNodes wakes a node's groups when its kubelet becomes overdue; nil without NodeLeaseNamespace.
+	lateNodes *lateNodes
 	// nodeViews keeps the node views; nil without NodeViewsNamespace.
 	nodeViews *nodeViews
 	// pods reads the pods of the manager's cache, kept by podSource.

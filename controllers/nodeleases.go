@@ -32,7 +32,9 @@ func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace st
 		return nil, fmt.Errorf("adding the cache of the node Leases to the manager: %w", err)
 	}
 	seen := func(ctx context.Context, lease *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if r.nodeLeases.Saw(lease, r.Clock.Now(), r.maxClockSkew()) {
+		wasLate := r.nodeLeases.Saw(lease, r.Clock.Now(), r.maxClockSkew())
+		r.lateNodes.arm(lease.Name)
+		if wasLate {
 			for _, req := range r.groupsForNode(ctx, &corev1.Node{ObjectMeta: lease.ObjectMeta}) {
 				q.Add(req)
 			}

@@ -79,11 +79,17 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		})))
 	}
 	if r.NodeLeaseNamespace != "" {
+		r.lateNodes = newLateNodes(&r.nodeLeases, r.Clock, r.maxClockSkew(), func(ctx context.Context, node string) []reconcile.Request {
+			return r.groupsForNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+		})
+		if err := mgr.Add(r.lateNodes); err != nil {
+			return err
+		}
 		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
 		if err != nil {
 			return err
 		}
-		b = b.WatchesRawSource(nodeLeases)
+		b = b.WatchesRawSource(nodeLeases).WatchesRawSource(source.Channel(r.lateNodes.woken, &handler.EnqueueRequestForObject{}))
 	}
 	return b.
 		Named("consumergroup").

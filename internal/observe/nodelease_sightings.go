@@ -86,3 +86,15 @@ func (s *NodeLeaseSightings) lateAt(nodes map[string]string, maxSkew time.Durati
 	}
 	return out
 }
+
+// LateAt is when node's kubelet is overdue, as lateAt says; false when its Lease was never seen or is
+// forgotten.
+func (s *NodeLeaseSightings) LateAt(node string, maxSkew time.Duration) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[node]
+	if !ok {
+		return time.Time{}, false
+	}
+	return n.lateAt(maxSkew), true
+}

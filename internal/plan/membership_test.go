@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
@@ -149,6 +150,40 @@ func TestStoppedByKubelet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := StoppedByKubelet(&tc.pod); got != tc.want {
 				t.Errorf("%s: StoppedByKubelet = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMembersForLooksAgainAtTheMembersOwnDeadlines: a pass looks again when a member's own deadlines fall
+// (its renewal overdue, an unanswered restart's grace), not at its node's kubelet deadline, which every
+// renewal of the kubelet moves 10 s on: the operator wakes a node's groups itself once it is overdue. A
+// node already overdue still ends the membership.
+func TestMembersForLooksAgainAtTheMembersOwnDeadlines(t *testing.T) {
+	group := &v1alpha1.ConsumerGroup{}
+	pods := []corev1.Pod{fixture.Pod("a", fixture.OnNode("n1"))}
+	lease := fixture.Lease("a", 0, nil, fixture.T0)
+	lease.PodUID, lease.StopsWithin = pods[0].UID, 6*time.Second
+	leases := map[string]*protocol.LeaseState{"a": &lease}
+	own := membershipEnds(&lease, time.Time{}, time.Time{})
+	restart := fixture.T0.Add(3 * time.Second) // past the slack a renewal answers a restart within
+	cases := []struct {
+		name     string
+		kubelets kubeletSignals
+		member   bool
+		next     time.Time
+	}{
+		{name: "no signal of the kubelet", member: true, next: own},
+		{name: "the kubelet overdue before the member's own deadline", kubelets: kubeletSignals{nodeLateAt: map[string]time.Time{"n1": own.Add(-2 * time.Second)}}, member: true, next: own},
+		{name: "the kubelet overdue already", kubelets: kubeletSignals{nodeLateAt: map[string]time.Time{"n1": fixture.T0}}, member: false},
+		{name: "a restart no renewal answered", kubelets: kubeletSignals{restartedAt: map[types.UID]time.Time{pods[0].UID: restart}},
+			member: true, next: restart.Add(RestartRenewGrace)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, next, prob := membersFor(group, pods, nil, tc.kubelets, leases, fixture.T0)
+			if prob != nil || (len(got) == 1) != tc.member || !next.Equal(tc.next) {
+				t.Fatalf("members %v, next look %v, problem %v; want a member: %v, next look %v", got, next, prob, tc.member, tc.next)
 			}
 		})
 	}

@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
+)
+
+func renewedNodeLease(node string, at time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(at))}}
+}
+
+func TestNodeOverdue(t *testing.T) {
+	const skew = time.Second
+	var s observe.NodeLeaseSightings
+	s.Saw(renewedNodeLease("n1", fixture.T0), fixture.T0, skew)
+	s.Saw(renewedNodeLease("n1", fixture.T0.Add(time.Second)), fixture.T0.Add(time.Second), skew) // seen as it happens
+	late := fixture.T0.Add(13 * time.Second)                                                      // 12 s after the renewal seen at 1 s
+	cases := []struct {
+		name string
+		node string
+		now  time.Time
+		due  bool
+		wait time.Duration
+	}{
+		{"a node never seen", "n2", late, false, 0},
+		{"before the deadline", "n1", late.Add(-4 * time.Second), false, 4 * time.Second},
+		{"at the deadline", "n1", late, true, 0},
+		{"past it", "n1", late.Add(time.Minute), true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if due, wait := nodeOverdue(&s, tc.node, tc.now, skew); due != tc.due || wait != tc.wait {
+				t.Fatalf("overdue %v, wait %v; want %v, %v", due, wait, tc.due, tc.wait)
+			}
+		})
+	}
+}
+
+// TestLateNodesWakeTheGroupsOfAnOverdueNodeOnly: a node's timer wakes its groups once the node is overdue,
+// and only then: a node that renewed since the timer was set has it set again, to its new deadline.
+func TestLateNodesWakeTheGroupsOfAnOverdueNodeOnly(t *testing.T) {
+	const skew = time.Second
+	clk := clocktesting.NewFakeClock(fixture.T0)
+	var s observe.NodeLeaseSightings
+	groups := func(_ context.Context, node string) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "group-on-" + node}}}
+	}
+	l := newLateNodes(&s, clk, skew, groups)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Saw(renewedNodeLease("n1", fixture.T0), clk.Now(), skew)
+	l.check(ctx, "n1") // not yet overdue: set again
+	if len(l.woken) != 0 {
+		t.Fatalf("woken %d groups of a node not overdue", len(l.woken))
+	}
+	clk.Step(12 * time.Second)
+	// The timer set again falls due at the node's deadline.
+	deadline := time.Now().Add(10 * time.Second)
+	for l.queue.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l.queue.Len() == 0 {
+		t.Fatalf("no timer fell due at the node's deadline: it was not set again")
+	}
+	node, _ := l.queue.Get()
+	if node != "n1" {
+		t.Fatalf("the timer that fell due is %q's", node)
+	}
+	l.check(ctx, node)
+	l.queue.Done(node)
+	if len(l.woken) != 1 {
+		t.Fatalf("woken %d groups of an overdue node, want 1", len(l.woken))
+	}
+	if e := <-l.woken; e.Object.GetName() != "group-on-n1" || e.Object.GetNamespace() != "ns" {
+		t.Fatalf("woke %s/%s", e.Object.GetNamespace(), e.Object.GetName())
+	}
+	l.check(ctx, "n2") // never seen: nothing
+	if len(l.woken) != 0 {
+		t.Fatalf("woke the groups of a node never seen")
+	}
+}
