@@ -463,7 +463,8 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 }
 
 // kubelets renew the nodes' Leases as kubelets do, every quarter of the duration, spread over the
-// interval; a node can be stopped, as a node that is lost.
+// interval, with one update each (a read too only after a failed one); a node can be stopped, as a node
+// that is lost.
 type kubelets struct {
 	stopped sync.Map // node name → struct{}
 }
@@ -479,13 +480,23 @@ func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubele
 			}
 			t := time.NewTicker(interval)
 			defer t.Stop()
+			// As the kubelet does, each renewal updates the Lease as last written, and reads it again
+			// only when that fails (a conflict, or no write yet).
+			var l *coordinationv1.Lease
 			for {
 				if _, stopped := k.stopped.Load(node); !stopped {
-					var l coordinationv1.Lease
-					if err := c.Get(ctx, client.ObjectKey{Namespace: nodeLeaseNamespace, Name: node}, &l); err == nil {
+					if l == nil {
+						l = &coordinationv1.Lease{}
+						if err := c.Get(ctx, client.ObjectKey{Namespace: nodeLeaseNamespace, Name: node}, l); err != nil {
+							l = nil
+						}
+					}
+					if l != nil {
 						now := metav1.NowMicro()
 						l.Spec.RenewTime = &now
-						_ = c.Update(ctx, &l)
+						if err := c.Update(ctx, l); err != nil {
+							l = nil
+						}
 					}
 				}
 				select {
