@@ -480,24 +480,10 @@ func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubele
 			}
 			t := time.NewTicker(interval)
 			defer t.Stop()
-			// As the kubelet does, each renewal updates the Lease as last written, and reads it again
-			// only when that fails (a conflict, or no write yet).
 			var l *coordinationv1.Lease
 			for {
 				if _, stopped := k.stopped.Load(node); !stopped {
-					if l == nil {
-						l = &coordinationv1.Lease{}
-						if err := c.Get(ctx, client.ObjectKey{Namespace: nodeLeaseNamespace, Name: node}, l); err != nil {
-							l = nil
-						}
-					}
-					if l != nil {
-						now := metav1.NowMicro()
-						l.Spec.RenewTime = &now
-						if err := c.Update(ctx, l); err != nil {
-							l = nil
-						}
-					}
+					l = renewNodeLease(ctx, c, node, l)
 				}
 				select {
 				case <-ctx.Done():
@@ -508,6 +494,24 @@ func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubele
 		}()
 	}
 	return k
+}
+
+// renewNodeLease renews node's Lease as the kubelet does: an update of the Lease as last written (last),
+// read again only when there is none (no write yet, or the last failed). It returns the Lease written, or
+// nil when the renewal failed.
+func renewNodeLease(ctx context.Context, c client.Client, node string, last *coordinationv1.Lease) *coordinationv1.Lease {
+	if last == nil {
+		last = &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: nodeLeaseNamespace, Name: node}, last); err != nil {
+			return nil
+		}
+	}
+	now := metav1.NowMicro()
+	last.Spec.RenewTime = &now
+	if err := c.Update(ctx, last); err != nil {
+		return nil
+	}
+	return last
 }
 
 func (k *kubelets) stop(node string) { k.stopped.Store(node, struct{}{}) }

@@ -96,8 +96,9 @@ func (s *Server) Confirm(ctx context.Context, token string, req protocol.NodeAge
 	if status != http.StatusOK {
 		return status, refused, nil
 	}
-	if err := checkRequest(req); err != nil {
-		return http.StatusBadRequest, protocol.NodeAgentConfirmResponse{Reason: err.Error()}, nil
+	if bad := checkRequest(req); bad != nil {
+		// A refusal, answered as the handler answers it: not an error of the call.
+		return http.StatusBadRequest, protocol.NodeAgentConfirmResponse{Reason: bad.Error()}, nil //nolint:nilerr // see above
 	}
 	return s.answer(ctx, id, req)
 }
