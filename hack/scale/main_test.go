@@ -4,8 +4,13 @@ import (
 	"flag"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 func TestParseOptionsNamesEachBadFlag(t *testing.T) {
@@ -153,5 +158,17 @@ func TestProcFieldsReadsKilobytes(t *testing.T) {
 	got := procFields(status, "VmRSS:", "VmHWM:")
 	if got["VmRSS:"] != 100000 || got["VmHWM:"] != 120000 || len(got) != 2 {
 		t.Errorf("got %v", got)
+	}
+}
+
+// TestMembersActAsTheirServiceAccounts: a member's requests carry the identity the API server gives a
+// token of its pod's service account, which API Priority and Fairness classifies as a workload's.
+func TestMembersActAsTheirServiceAccounts(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "scale-003", Name: "group-00001-4"}, Spec: corev1.PodSpec{ServiceAccountName: "scale-member"}}
+	cfg := asServiceAccount(&rest.Config{Host: "https://127.0.0.1:6443"}, pod)
+	want := rest.ImpersonationConfig{UserName: "system:serviceaccount:scale-003:scale-member",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:scale-003", "system:authenticated"}}
+	if !reflect.DeepEqual(cfg.Impersonate, want) {
+		t.Errorf("impersonates %+v, want %+v", cfg.Impersonate, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -259,7 +260,7 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 			case <-pace:
 			}
 		}
-		m, err := testenv.RunMember(nodeCfgs[p.Spec.NodeName], w.groups[i/o.podsPerGroup].Name, p, own, memberOpts(i))
+		m, err := testenv.RunMember(asServiceAccount(nodeCfgs[p.Spec.NodeName], p), w.groups[i/o.podsPerGroup].Name, p, own, memberOpts(i))
 		if err != nil {
 			return members, err
 		}
@@ -269,6 +270,37 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 		}
 	}
 	return members, nil
+}
+
+// asServiceAccount is cfg sending its requests as pod's service account would (impersonated), as a member
+// does with its pod's token: API Priority and Fairness then puts them where a cluster puts its members'
+// requests (flow schema service-accounts, priority level workload-low), whose seats and queues bound
+// them, rather than exempt them as it does this program's own requests (system:masters). RBAC grants
+// them what the members' Role of docs/protocol.md grants (memberRBAC).
+func asServiceAccount(cfg *rest.Config, pod *corev1.Pod) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + pod.Namespace + ":" + pod.Spec.ServiceAccountName,
+		Groups:   []string{allServiceAccounts, allServiceAccounts + ":" + pod.Namespace, "system:authenticated"},
+	}
+	return cfg
+}
+
+// allServiceAccounts is the group of every service account; each is also in its namespace's.
+const allServiceAccounts = "system:serviceaccounts"
+
+// memberRBAC grants the members' service accounts what a member reads and writes: the rules of the
+// members' Role in docs/protocol.md, for every namespace of the run.
+func memberRBAC() []client.Object {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: memberServiceAccount}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get", "update"}},
+		{APIGroups: []string{"messaging.consumergroup.io"}, Resources: []string{"consumergroups"}, Verbs: []string{"get"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: memberServiceAccount},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: memberServiceAccount},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: allServiceAccounts}}}
+	return []client.Object{role, binding}
 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
@@ -415,6 +447,11 @@ func adminKubeconfig(env *envtest.Environment, dir string) (string, error) {
 // createWorld creates w's namespaces, groups, node Leases and pods (Running and Ready, as a kubelet would
 // report them), with a progress line every 1,000 pods.
 func createWorld(ctx context.Context, c client.Client, w world, workers int, say func(string, ...any)) error {
+	for _, o := range memberRBAC() {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating the members' RBAC: %w", err)
+		}
+	}
 	for _, ns := range w.namespaces {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
