@@ -32,6 +32,7 @@ type config struct {
 	// nodeViewsNamespace is where the node views are kept; empty keeps none.
 	nodeViewsNamespace string
 	maxClockSkew       time.Duration
+	joinWindow         time.Duration
 	nameServers        manager.NameServerFlags
 	election           manager.LeaderElectionTimings
 	clientLimit        manager.ClientRateLimit
@@ -70,6 +71,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 			"Empty, the default, keeps none: every member confirms its own view.")
 	fs.DurationVar(&c.maxClockSkew, "max-clock-skew", protocol.DefaultMaxClockSkew,
 		"How far the clocks of member pods and of the operator may differ; a claim stands this much past its Lease's duration.")
+	fs.DurationVar(&c.joinWindow, "join-window", manager.DefaultJoinWindow,
+		"How long after a group's last generation pods that only joined wait, so that pods becoming Ready together join in one rebalance "+
+			"rather than one each, every member acknowledging each; a pod that leaves, or a handoff in flight, publishes at once. 0 publishes each join at once.")
 	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
 		"The one namespace where ClusterNameServers' Secrets (credentials, CA certificates) are read (default: the pod's namespace). "+
 			"The operator's Role lets it read Secrets there and nowhere else.")
@@ -142,7 +146,7 @@ func main() {
 		setupLog.Error(err, "Invalid --inline-name-server-cidrs")
 		os.Exit(2)
 	}
-	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace}); err != nil {
+	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace, JoinWindow: c.joinWindow}); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

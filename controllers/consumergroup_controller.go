@@ -55,6 +55,9 @@ type ConsumerGroupReconciler struct {
 	// views from (nodeviews.go, docs/protocol.md node mode): the operator's own namespace. Empty turns
 	// node views off; members then confirm their views themselves.
 	NodeViewsNamespace string
+	// JoinWindow is how long after a generation the pods that only joined wait, to join together in one
+	// rebalance (plan.Env.JoinWindow); 0 publishes each join at once.
+	JoinWindow time.Duration
 
 	// memory is what the reconciler keeps of each group between passes: its strategy, the sightings of
 	// its Leases, the handoffs its metrics time, its quick retries.
@@ -114,7 +117,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return r.retry(ctx, req.NamespacedName, "observation", err)
 	}
 	strategy, prob := r.memory.strategyFor(group)
-	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob}
+	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob, JoinWindow: r.JoinWindow}
 	d := plan.Decide(group, obs, env)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
@@ -139,6 +142,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if d.Report.Rebalance.Published {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.Report.Generation,
 			"members", len(d.Report.Members), "queues", d.Report.QueueCount, "moved", d.Report.Rebalance.Moved, "objects", len(d.Write.ConfigMaps))
+	}
+	if len(d.Report.HeldJoins) > 0 {
+		log.FromContext(ctx).V(1).Info("Members wait for the join window", "generation", d.Report.Generation, "pods", d.Report.HeldJoins, "for", d.RequeueAfter)
 	}
 	if h := d.Report.Handoff; h.Withheld > 0 {
 		log.FromContext(ctx).V(1).Info("Queues wait for a reader", "generation", d.Report.Generation, "withheld", h.Withheld, "first", h.FirstWithheld)

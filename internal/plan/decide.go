@@ -32,6 +32,9 @@ type Env struct {
 	Topology        Topology
 	Strategy        allocate.Strategy
 	StrategyProblem *Problem
+	// JoinWindow is how long after a generation members that only joined are held back (holdJoins); 0
+	// publishes them at once.
+	JoinWindow time.Duration
 }
 
 // Decision is what one pass does: what it writes to the API server (write) and what it says about it in
@@ -94,6 +97,9 @@ type Report struct {
 	// Problem keeps the published assignment in place; paused is set while spec.paused does.
 	Problem *Problem
 	Paused  bool
+	// HeldJoins are the pods that became members but wait for the join window to close (holdJoins);
+	// they are not in Members, and read nothing, until then.
+	HeldJoins []string
 	// Tampered says what was found deleted or edited (the assignment before a claim); unreadableClaims
 	// names the claims that cannot be read; suspectLeases says what the Leases hold that no member
 	// following the protocol writes; restored lists metadata someone changed that this pass writes back.
@@ -166,7 +172,7 @@ func newDecider(group *v1alpha1.ConsumerGroup, obs *Observation, env Env) *decid
 // planSteps are the steps up to the strategy's target, in order; each can stop the plan with a problem.
 // The handoff and the layout follow them in a pass; a preview stops after them.
 func (dc *decider) planSteps() []func() *Problem {
-	return []func() *Problem{dc.checkSelector, dc.findMembers, dc.listQueues, dc.checkStrategy, dc.allocate}
+	return []func() *Problem{dc.checkSelector, dc.findMembers, dc.listQueues, dc.checkStrategy, dc.holdJoins, dc.allocate}
 }
 
 // decider carries one decision through its steps.
@@ -397,6 +403,60 @@ func (dc *decider) checkStrategy() *Problem {
 		return nil
 	}
 	return dc.env.StrategyProblem
+}
+
+// holdJoins holds back the members that only joined, for a short window after each generation
+// (Env.JoinWindow): while the published assignment gives every queue to a member that still is one, each
+// newcomer published alone makes a generation that every member acknowledges with a Lease write (two, with
+// Cooperative handoff), and the pods of a Deployment become Ready one after another. Held back, the
+// newcomers of a window join in one rebalance when it closes. A held member reads nothing, as before it
+// joined, so holding moves no queue and keeps no queue from a reader: a member that leaves, a queue added
+// or a handoff in flight ends the hold at once (joinsToHold).
+func (dc *decider) holdJoins() *Problem {
+	pub := dc.obs.Published
+	if dc.env.JoinWindow <= 0 || !dc.trusted || !pub.Exists {
+		return nil
+	}
+	held, wait := joinsToHold(dc.previousPlan(), dc.d.Report.Members, dc.queues, pub.RebalancedAt, dc.env.Now, dc.env.JoinWindow)
+	if len(held) == 0 {
+		return nil
+	}
+	members := make([]Member, 0, len(dc.d.Report.Members)-len(held))
+	for _, m := range dc.d.Report.Members {
+		if held[m.ID] {
+			dc.d.Report.HeldJoins = append(dc.d.Report.HeldJoins, m.Pod)
+			delete(dc.d.Report.MemberLeases, m.Pod)
+			continue
+		}
+		members = append(members, m)
+	}
+	dc.d.Report.Members = members
+	dc.d.RequeueAfter = sooner(dc.d.RequeueAfter, wait)
+	return nil
+}
+
+// joinsToHold are the members (by id) to hold back at now, and how long until the window closes: those
+// that published, the plan in force, has no entry for, while every member it has an entry for still is
+// one, it gives every queue to one of them, and the last generation, rebalanced at rebalancedAt (in
+// whole seconds), is less than window old. Otherwise none.
+func joinsToHold(published allocate.Plan, members []Member, queues []allocate.Queue, rebalancedAt, now time.Time, window time.Duration) (map[string]bool, time.Duration) {
+	wait := rebalancedAt.Add(window).Sub(now)
+	if wait <= 0 || len(published) == 0 {
+		return nil, 0
+	}
+	held := map[string]bool{}
+	staying := make([]allocate.Member, 0, len(published))
+	for _, m := range members {
+		if _, ok := published[m.ID]; ok {
+			staying = append(staying, m.Member)
+		} else {
+			held[m.ID] = true
+		}
+	}
+	if len(held) == 0 || !coversExactly(published, staying, queues) {
+		return nil, 0
+	}
+	return held, wait
 }
 
 // strategyMembers are the pass's members as the strategy sees them.
