@@ -3,6 +3,7 @@ package member_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -199,5 +200,36 @@ func TestStopsReadingWhenItCannotConfirmItsView(t *testing.T) {
 	poll(t, func() bool { return c.Current().Generation == 1 })
 	if lost := c.Status().ContactLost; lost != "" {
 		t.Fatalf("after a confirmation Status().ContactLost = %q", lost)
+	}
+}
+
+// TestANewPodTakesItsLeaseWithOneRequest: a pod whose name has no Lease creates it without reading it
+// first, one request where a read and a create were two; a pod whose name has one (a restarted container)
+// reads it once its create fails, and adopts it.
+func TestANewPodTakesItsLeaseWithOneRequest(t *testing.T) {
+	const ns, pod, uid = "billing", "consumer-0", "uid-0"
+	leaseRequests := func(cs *fake.Clientset) []string {
+		var verbs []string
+		for _, a := range cs.Actions() {
+			if a.GetResource().Resource == "leases" {
+				verbs = append(verbs, a.GetVerb())
+			}
+		}
+		return verbs
+	}
+	cs := fake.NewClientset(oneQueueAssignment(ns, pod, uid))
+	runOnFakeClockFor(t, cs, ns, pod, uid, time.Hour)
+	if got := leaseRequests(cs); len(got) == 0 || got[0] != "create" || slices.Contains(got, "get") {
+		t.Fatalf("a new pod's Lease requests: %v, want a create and no read", got)
+	}
+
+	lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), protocol.LeaseName("orders", pod), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := fake.NewClientset(oneQueueAssignment(ns, pod, uid), lease)
+	runOnFakeClockFor(t, restarted, ns, pod, uid, time.Hour)
+	if got := leaseRequests(restarted); len(got) < 3 || strings.Join(got[:3], ",") != "create,get,update" {
+		t.Fatalf("a restarted container's Lease requests: %v, want create (refused), get, update (adopted)", got)
 	}
 }

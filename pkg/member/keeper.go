@@ -199,19 +199,23 @@ func (k *leaseKeeper) renewed(sentAt time.Time) time.Duration {
 
 // acquire creates the Lease, adopts this pod's own, or takes over an earlier pod's once its claim no
 // longer stands. It returns when to try again while an earlier pod's claim stands. k.writeMu is held.
+//
+// It creates first and reads only when the Lease exists: most pods are new, with a name no Lease has, and
+// a create fails as a whole when one does, so a pod's start costs the API server one request, not two.
 func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.Time, err error) {
 	leases := k.cs.CoordinationV1().Leases(k.cfg.Namespace)
-	existing, err := leases.Get(ctx, k.name, metav1.GetOptions{})
+	st := k.member.record()
+	created, err := leases.Create(ctx, k.lease(st, nil, &now, &now), metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
-	case apierrors.IsNotFound(err):
-		st := k.member.record()
-		created, err := leases.Create(ctx, k.lease(st, nil, &now, &now), metav1.CreateOptions{FieldManager: fieldManager})
-		if err != nil {
-			return time.Time{}, fmt.Errorf("creating Lease %s: %w", k.name, err)
-		}
+	case err == nil:
 		k.hold(created, st)
 		return time.Time{}, nil
-	case err != nil:
+	case !apierrors.IsAlreadyExists(err):
+		return time.Time{}, fmt.Errorf("creating Lease %s: %w", k.name, err)
+	}
+	existing, err := leases.Get(ctx, k.name, metav1.GetOptions{})
+	if err != nil {
+		// Gone again (deleted after the create failed) is tried again at the next attempt, as any error.
 		return time.Time{}, fmt.Errorf("reading Lease %s: %w", k.name, err)
 	}
 
@@ -222,7 +226,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 		if s.ClaimErr == nil {
 			k.member.adopt(s.AckedGeneration, s.Claim)
 		}
-		st := k.member.record()
+		st = k.member.record()
 		updated, err := leases.Update(ctx, k.lease(st, existing, nil, &now), metav1.UpdateOptions{FieldManager: fieldManager})
 		if err != nil {
 			return time.Time{}, fmt.Errorf("adopting Lease %s: %w", k.name, err)
@@ -240,7 +244,7 @@ func (k *leaseKeeper) acquire(ctx context.Context, now time.Time) (retryAt time.
 			s.PodUID, k.cfg.Pod, s.Expiry(k.cfg.MaxClockSkew).UTC().Format(time.RFC3339)))
 		return s.Expiry(k.cfg.MaxClockSkew), nil
 	}
-	st := k.member.record()
+	st = k.member.record()
 	updated, err := leases.Update(ctx, k.lease(st, existing, &now, &now), metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("taking over Lease %s from pod UID %s: %w", k.name, s.PodUID, err)
