@@ -207,7 +207,7 @@ func TestStopsReadingWhenItCannotConfirmItsView(t *testing.T) {
 // first, one request where a read and a create were two; a pod whose name has one (a restarted container)
 // reads it once its create fails, and adopts it.
 func TestANewPodTakesItsLeaseWithOneRequest(t *testing.T) {
-	const ns, pod, uid = "billing", "consumer-0", "uid-0"
+	const ns, pod, uid = "billing", "consumer-1", "uid-1"
 	leaseRequests := func(cs *fake.Clientset) []string {
 		var verbs []string
 		for _, a := range cs.Actions() {
