@@ -270,3 +270,23 @@ func TestASlowFirstAnswerSettlesNoMode(t *testing.T) {
 		t.Fatalf("mode %d after a slow first answer, want undecided (%d)", got, modeUndecided)
 	}
 }
+
+// TestAssignmentListOptions: the informer's lists and watches name the one ConfigMap; its watches last
+// 30 to 60 minutes instead of the informer's 5 to 10, and its lists, which ask for no timeout, get none.
+func TestAssignmentListOptions(t *testing.T) {
+	list := metav1.ListOptions{}
+	assignmentListOptions(&list, "orders-assignment", 0.5)
+	if list.FieldSelector != "metadata.name=orders-assignment" || list.TimeoutSeconds != nil {
+		t.Fatalf("list options %+v: want the name's field selector and no timeout", list)
+	}
+	for _, tc := range []struct {
+		r    float64
+		want int64
+	}{{0, 1800}, {0.5, 2700}, {0.999, 3598}} {
+		watch := metav1.ListOptions{TimeoutSeconds: ptr.To[int64](421)} // as the informer's reflector asks
+		assignmentListOptions(&watch, "orders-assignment", tc.r)
+		if watch.FieldSelector != "metadata.name=orders-assignment" || watch.TimeoutSeconds == nil || *watch.TimeoutSeconds != tc.want {
+			t.Fatalf("watch options at %v: %+v, want the field selector and a timeout of %d s", tc.r, watch, tc.want)
+		}
+	}
+}
