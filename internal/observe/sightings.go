@@ -156,7 +156,7 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		out.asWritten = append(out.asWritten, l)
 		readBy[plan.IncarnationKey(l.Pod, l.PodUID)] = true
 		p, known := prev[l.UID]
-		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: lease, afterTheFact: !known}
+		seen := sighting{renewTime: l.RenewTime, seenAt: now, lease: retained(p, known, lease), afterTheFact: !known}
 		if known {
 			if l.RenewTime.Equal(p.renewTime) {
 				seen.seenAt, seen.afterTheFact = p.seenAt, p.afterTheFact
@@ -193,6 +193,18 @@ func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *pro
 		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(b2i(!out.vanished[a.UID]), b2i(!out.vanished[b.UID])))
 	})
 	return next, out
+}
+
+// retained is the Lease a sighting keeps of read: the one it kept already when that is the same version
+// (most often the informer's own object, which Saw keeps as each event arrives), else a copy. The pass's
+// list, which read points into, is then garbage once the pass ends: kept by a sighting until the next
+// pass, every group's list held a second copy of each of its Leases.
+func retained(p sighting, known bool, read *coordinationv1.Lease) *coordinationv1.Lease {
+	if known && p.lease != nil && p.lease.UID == read.UID && p.lease.ResourceVersion == read.ResourceVersion {
+		return p.lease
+	}
+	kept := *read
+	return &kept
 }
 
 // renewedBy is the latest time the Lease's holder can have renewed, for telling whether it is late: when

@@ -144,3 +144,29 @@ func TestSight(t *testing.T) {
 		})
 	}
 }
+
+// TestSightKeepsNoPassesList: a sighting keeps the Lease it already had when the pass reads the same
+// version (the informer's object, from its watch event), and a copy of a newer one, never a pointer into
+// the pass's list, which would keep the whole list until the group's next pass.
+func TestSightKeepsNoPassesList(t *testing.T) {
+	fromEvent := rawLease("a", "lease-a", fixture.T0)
+	g := &Sightings{leases: map[types.UID]sighting{}}
+	g.Saw(fromEvent, fixture.T0)
+
+	list := []coordinationv1.Lease{*fromEvent, *rawLease("b", "lease-b", fixture.T0)}
+	g.observe([]*coordinationv1.Lease{&list[0], &list[1]}, nil, fixture.T0.Add(time.Second), time.Second)
+	if got := g.leases["lease-a"].lease; got != fromEvent {
+		t.Fatalf("the same version read by the pass: the sighting keeps %p, want the event's object %p", got, fromEvent)
+	}
+	if got := g.leases["lease-b"].lease; got == &list[1] || got.Name != "g.b" {
+		t.Fatalf("a Lease first read by the pass: the sighting keeps %p (%s), want a copy, not the list's %p", got, got.Name, &list[1])
+	}
+
+	newer := *fromEvent
+	newer.ResourceVersion = "2"
+	list = []coordinationv1.Lease{newer}
+	g.observe([]*coordinationv1.Lease{&list[0]}, nil, fixture.T0.Add(2*time.Second), time.Second)
+	if got := g.leases["lease-a"].lease; got == &list[0] || got == fromEvent || got.ResourceVersion != "2" {
+		t.Fatalf("a newer version read by the pass: the sighting keeps %p (version %s), want a copy of version 2", got, got.ResourceVersion)
+	}
+}
