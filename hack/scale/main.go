@@ -156,6 +156,13 @@ type result struct {
 	// OperatorHeapInuseBytes is the operator's heap in use at the end of the window (runtime.MemStats.HeapInuse):
 	// its live objects and uncollected garbage, part of its RSS.
 	OperatorHeapInuseBytes int64 `json:"operatorHeapInuseBytes"`
+	// OperatorHeapIdleBytes are the heap's spans freed but not yet returned to the kernel (HeapIdle less
+	// HeapReleased), OperatorStackBytes its goroutines' stacks, OperatorNextGCBytes the heap size at which
+	// its next collection starts: with the heap in use, most of what its RSS holds above the empty
+	// operator's.
+	OperatorHeapIdleBytes int64 `json:"operatorHeapIdleBytes"`
+	OperatorStackBytes    int64 `json:"operatorStackBytes"`
+	OperatorNextGCBytes   int64 `json:"operatorNextGCBytes"`
 	// OpenFiles is how many files this program held open at the end of the window.
 	OpenFiles int `json:"openFiles"`
 	// GOGC is the operator's GOGC; empty for Go's default.
@@ -194,14 +201,14 @@ func printResult(w io.Writer, format string, r result) error {
 pods, groups, nodes, queues %d, %d, %d, %d
 setup; every queue read     %.1f s; %.1f s later
 operator RSS                %.1f MiB empty, %.1f MiB serving (peak %.1f MiB): %.0f bytes per pod
-operator heap in use        %.1f MiB (GOGC %s)
+operator heap in use        %.1f MiB (GOGC %s); freed, not returned %.1f MiB; stacks %.1f MiB; next collection at %.1f MiB
 API requests                %.3f per member per second over %.0f s
 recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
 queues read twice           %d
 load                        %s
 `, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
 		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
-		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"),
+		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
 		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
 	if err != nil {
 		return err

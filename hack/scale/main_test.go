@@ -143,13 +143,15 @@ func TestRequestRatesLeaveOutThisProgramsRequests(t *testing.T) {
 	}
 }
 
-func TestHeapInuseOfReadsTheMemStats(t *testing.T) {
-	profile := "heap profile: 1: 2 [3: 4] @ heap/1048576\n# runtime.MemStats\n# Alloc = 1000\n# HeapInuse = 23453696\n# Stack = 1 / 2\n"
-	if got, err := heapInuseOf(profile); err != nil || got != 23453696 {
-		t.Errorf("heapInuseOf = %d, %v; want 23453696", got, err)
+func TestMemStatsOfReadsTheMemStats(t *testing.T) {
+	profile := "heap profile: 1: 2 [3: 4] @ heap/1048576\n# runtime.MemStats\n# Alloc = 1000\n# HeapIdle = 5000\n# HeapInuse = 23453696\n" +
+		"# HeapReleased = 3000\n# Stack = 1 / 2\n# NextGC = 40000000\n"
+	want := memStats{HeapInuse: 23453696, HeapIdleUnreleased: 2000, StackInuse: 1, NextGC: 40000000}
+	if got, err := memStatsOf(profile); err != nil || got != want {
+		t.Errorf("memStatsOf = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := heapInuseOf("heap profile: 1: 2 [3: 4] @ heap/1048576\n"); err == nil {
-		t.Errorf("heapInuseOf a profile without memory statistics: no error")
+	if _, err := memStatsOf("heap profile: 1: 2 [3: 4] @ heap/1048576\n# HeapInuse = 1\n"); err == nil {
+		t.Errorf("memStatsOf a profile without all the memory statistics: no error")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -72,30 +71,49 @@ func (p *operatorProcess) kill() {
 	}
 }
 
-// heapInuse is the operator's own count of the bytes in its heap's spans in use (runtime.MemStats.HeapInuse,
-// which the heap profile's text form ends with): live objects and the garbage not yet collected, where
-// RSS adds the runtime, stacks, the binary's pages and memory freed but not yet returned.
-func (p *operatorProcess) heapInuse(ctx context.Context) (int64, error) {
+// memStats is what the operator's runtime says of its memory (runtime.MemStats, which the heap profile's
+// text form ends with): HeapInuse, the bytes in its heap's spans in use (live objects and the garbage not
+// yet collected); HeapIdle less HeapReleased, the spans freed but not yet returned to the kernel; StackInuse,
+// its goroutines' stacks; NextGC, the heap size at which the next collection starts. RSS adds the binary's
+// pages and the runtime's own structures.
+type memStats struct {
+	HeapInuse, HeapIdleUnreleased, StackInuse, NextGC int64
+}
+
+// memStats reads the operator's memStats from its heap profile.
+func (p *operatorProcess) memStats(ctx context.Context) (memStats, error) {
 	body, err := p.heapProfile(ctx, "?debug=1")
 	if err != nil {
-		return 0, err
+		return memStats{}, err
 	}
 	defer func() { _ = body.Close() }()
 	text, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	if err != nil {
-		return 0, err
+		return memStats{}, err
 	}
-	return heapInuseOf(string(text))
+	return memStatsOf(string(text))
 }
 
-// heapInuseOf reads "# HeapInuse = N" from a heap profile's text form.
-func heapInuseOf(text string) (int64, error) {
+// memStatsOf reads memStats from the "# Name = N" lines of a heap profile's text form ("# Stack = inuse /
+// sys" gives StackInuse).
+func memStatsOf(text string) (memStats, error) {
+	v := map[string]int64{}
 	for line := range strings.Lines(text) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapInuse = "); ok {
-			return strconv.ParseInt(v, 10, 64)
+		name, value, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "# "), " = ")
+		if !ok {
+			continue
+		}
+		value, _, _ = strings.Cut(value, " /")
+		if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+			v[name] = n
 		}
 	}
-	return 0, errors.New("the operator's heap profile has no HeapInuse line")
+	for _, name := range []string{"HeapInuse", "HeapIdle", "HeapReleased", "Stack", "NextGC"} {
+		if _, ok := v[name]; !ok {
+			return memStats{}, fmt.Errorf("the operator's heap profile has no %s line", name)
+		}
+	}
+	return memStats{HeapInuse: v["HeapInuse"], HeapIdleUnreleased: v["HeapIdle"] - v["HeapReleased"], StackInuse: v["Stack"], NextGC: v["NextGC"]}, nil
 }
 
 // saveHeapProfile writes the operator's heap profile (go tool pprof reads it) to path.

@@ -362,9 +362,11 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	res.OpenFiles = openFiles()
-	if res.OperatorHeapInuseBytes, err = op.heapInuse(ctx); err != nil {
+	stats, err := op.memStats(ctx)
+	if err != nil {
 		return err
 	}
+	res.OperatorHeapInuseBytes, res.OperatorHeapIdleBytes, res.OperatorStackBytes, res.OperatorNextGCBytes = stats.HeapInuse, stats.HeapIdleUnreleased, stats.StackInuse, stats.NextGC
 	if o.heapProfile != "" {
 		if err := op.saveHeapProfile(ctx, o.heapProfile); err != nil {
 			return err
