@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -74,13 +75,27 @@ func TestUpgradeMovesNothing(t *testing.T) {
 	}
 	old, _, _ := start("0.1.0")
 
-	// Settled: every queue read by one member, every member reading its share, and nothing written for
-	// a while.
+	// Settled: every queue read by one member, every member reading its share, the status showing each
+	// member's acknowledgement of the generation in force (a loaded machine can hold the pass that
+	// records the last of them back for more than the second of quiet below), and nothing written for a
+	// while.
 	testenv.Poll(t, 60*time.Second, 50*time.Millisecond, nil, func() error {
 		for _, m := range members {
 			if n := len(own.Reading(m.Reader())); n != 6 {
 				return fmt.Errorf("%s reads %d queues, want 6", m.Pod.Name, n)
 			}
+		}
+		var g v1alpha1.ConsumerGroup
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "g"}, &g); err != nil {
+			return err
+		}
+		for _, m := range g.Status.Members {
+			if m.AckedGeneration == nil || *m.AckedGeneration != g.Status.AssignmentGeneration {
+				return fmt.Errorf("the status shows %s's acknowledgement of generation %v, want %d", m.Pod, m.AckedGeneration, g.Status.AssignmentGeneration)
+			}
+		}
+		if len(g.Status.Members) != len(members) {
+			return fmt.Errorf("the status lists %d members, want %d", len(g.Status.Members), len(members))
 		}
 		return nil
 	})
@@ -151,7 +166,10 @@ func operatorState(t *testing.T, ns string) string {
 	var groups v1alpha1.ConsumerGroupList
 	testenv.Must(t, k8s.List(ctx, &groups, client.InNamespace(ns)))
 	for _, g := range groups.Items {
-		fmt.Fprintf(&b, "group %s@%s; ", g.Name, g.ResourceVersion)
+		// The status too, so that a failure says what was written.
+		status, err := json.Marshal(g.Status)
+		testenv.Must(t, err)
+		fmt.Fprintf(&b, "group %s@%s %s; ", g.Name, g.ResourceVersion, status)
 	}
 	var cms corev1.ConfigMapList
 	testenv.Must(t, k8s.List(ctx, &cms, client.InNamespace(ns)))
