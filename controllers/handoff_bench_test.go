@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -79,27 +77,7 @@ func BenchmarkCooperativeJoin(b *testing.B) {
 		return out
 	}
 
-	// Acknowledgements, as the API server sees them: Lease writes that change the acknowledged generation.
-	// Renewals write the Lease too, on their own schedule, and are not counted.
-	var acks atomic.Int64
-	leases, err := cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
-	must(b, err)
-	defer leases.Stop()
-	go func() {
-		acked := map[string]string{}
-		for ev := range leases.ResultChan() {
-			l, ok := ev.Object.(*coordinationv1.Lease)
-			if !ok {
-				continue
-			}
-			if a := l.Annotations[protocol.AckedGenerationAnnotation]; a != acked[l.Name] {
-				if _, seen := acked[l.Name]; seen {
-					acks.Add(1)
-				}
-				acked[l.Name] = a
-			}
-		}
-	}()
+	acks := countAcks(b, ns)
 
 	var firstQueue, handoffs []time.Duration
 	var joinAcks, joinWrites int64
