@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -280,14 +282,11 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 func asServiceAccount(cfg *rest.Config, pod *corev1.Pod) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + pod.Namespace + ":" + pod.Spec.ServiceAccountName,
-		Groups:   []string{allServiceAccounts, allServiceAccounts + ":" + pod.Namespace, "system:authenticated"},
+		UserName: serviceaccount.MakeUsername(pod.Namespace, pod.Spec.ServiceAccountName),
+		Groups:   append(serviceaccount.MakeGroupNames(pod.Namespace), user.AllAuthenticated),
 	}
 	return cfg
 }
-
-// allServiceAccounts is the group of every service account; each is also in its namespace's.
-const allServiceAccounts = "system:serviceaccounts"
 
 // memberRBAC grants the members' service accounts what a member reads and writes: the rules of the
 // members' Role in docs/protocol.md, for every namespace of the run.
@@ -299,7 +298,7 @@ func memberRBAC() []client.Object {
 	}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: memberServiceAccount},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: memberServiceAccount},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: allServiceAccounts}}}
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: serviceaccount.AllServiceAccountsGroup}}}
 	return []client.Object{role, binding}
 }
 
