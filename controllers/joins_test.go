@@ -20,9 +20,8 @@ import (
 // TestPodsReadyTogetherJoinInOneRebalance: ten member pods of a Cooperative group become Ready 50 ms
 // apart, as a Deployment's do. With the join window, the first is published alone and the other nine
 // together when the window closes: four generations (the group's with no member yet, the first pod's, the
-// revocation and the grant). Without it,
-// each join is published as it comes, and every member acknowledges each generation. Either way every
-// queue ends with one reader, and none had two.
+// revocation and the grant). Without it, each join is published as it comes, and every member
+// acknowledges each generation. Either way every queue ends with one reader, and none had two.
 func TestPodsReadyTogetherJoinInOneRebalance(t *testing.T) {
 	const members, queues = 10, 16
 	fill := func(t *testing.T, window time.Duration) (generation int64, acks int64) {
