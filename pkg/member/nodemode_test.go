@@ -158,3 +158,75 @@ func TestNodeModeWithoutAnAgentRunsPerMember(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRenewalsReadOnlyWhenTheWatchIsSilent: before each renewal a member checks that its watch of the
+// assignment delivers. A member that promises contact fencing (here in node mode) takes any event the
+// watch delivered since the last check as that proof, and reads the ConfigMap only when the watch was
+// silent; a member without the promise, which counts on the check to see revocations, reads before every
+// renewal.
+func TestRenewalsReadOnlyWhenTheWatchIsSilent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		nodeMode bool
+		// readsWhileDelivering is whether the member reads its assignment before renewals while the watch
+		// delivers events.
+		readsWhileDelivering bool
+	}{
+		{name: "node mode", nodeMode: true, readsWhileDelivering: false},
+		{name: "no promise", nodeMode: false, readsWhileDelivering: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, views := newNamespace(t), newNamespace(t)
+			var reads, renewals atomic.Int64
+			assignment := "/configmaps/" + protocol.AssignmentName(group)
+			counted := countingClient(func(req *http.Request) {
+				switch {
+				case req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, assignment):
+					reads.Add(1)
+				case req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/leases/"):
+					renewals.Add(1)
+				}
+			})
+			publish(t, ns, 1, map[string][]member.Queue{podName: queues(0)})
+			var m testMember
+			if tc.nodeMode {
+				agent := startNodeAgent(t, views)
+				mustSee(t, views, ns, 1)
+				pod := testenv.PodOnNode(t, cs, ns, podName, "consumer", agentNode)
+				token := testenv.PodToken(t, cs, pod, protocol.NodeAgentAudience)
+				m = startMemberOf(t, pod, func(c *member.Config) {
+					c.ContactTimeout = nodeContactTimeout
+					c.NodeAgent = agent.url
+					c.NodeAgentToken = func() (string, error) { return token, nil }
+				}, counted)
+			} else {
+				m = startMember(t, ns, nil, counted)
+			}
+			eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
+
+			// The watch delivers: a generation every 300 ms, while the member renews every second (its
+			// Lease lasts 3 s).
+			reads.Store(0)
+			renewals.Store(0)
+			for gen := int64(2); gen <= 16; gen++ {
+				publish(t, ns, gen, map[string][]member.Queue{podName: queues(0)})
+				time.Sleep(300 * time.Millisecond)
+			}
+			delivering, renewed := reads.Load(), renewals.Load()
+			if renewed < 3 {
+				t.Fatalf("%d renewals in 4.5 s of a 3 s Lease, want 3 or more", renewed)
+			}
+			if got := delivering > 0; got != tc.readsWhileDelivering {
+				t.Fatalf("%d reads of the assignment over %d renewals while the watch delivered; want reads: %v", delivering, renewed, tc.readsWhileDelivering)
+			}
+			eventually(t, 10*time.Second, inForce(m.client, 16, queues(0)))
+
+			// The watch is silent (the API server's next bookmark is up to a minute away): every member reads.
+			reads.Store(0)
+			time.Sleep(4 * time.Second)
+			if reads.Load() == 0 {
+				t.Fatalf("no read of the assignment in 4 s of renewals with a silent watch")
+			}
+		})
+	}
+}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,7 +48,14 @@ type assignmentView struct {
 	entry protocol.EntryView
 	// suspects maps a watched ConfigMap whose resourceVersion differed from the API server's at the last
 	// check to the resourceVersion this view had then.
-	suspects  map[string]string
+	suspects map[string]string
+	// heard counts, for each watched ConfigMap, the events its watches delivered, bookmarks included;
+	// heardAtCheck is that count at the last check.
+	heard        map[string]*atomic.Uint64
+	heardAtCheck map[string]uint64
+	// promised is set when the member promises contact fencing (Config.ContactTimeout), in node mode or
+	// not: its confirmations, not the renewals' check, keep it from reading what was revoked.
+	promised  bool
 	runCtx    context.Context
 	factories []informers.SharedInformerFactory
 	// resolved is held's last reading of the entry (protocol.ViewEntry), kept while the view holds the
@@ -77,13 +87,18 @@ func newAssignmentView(cs kubernetes.Interface, cfg Config, changed func()) *ass
 	return &assignmentView{
 		cs: cs, namespace: cfg.Namespace, group: cfg.Group, pod: cfg.Pod, podUID: cfg.PodUID,
 		indexName: protocol.AssignmentName(cfg.Group), changed: changed, suspects: map[string]string{},
+		heard: map[string]*atomic.Uint64{}, heardAtCheck: map[string]uint64{}, promised: cfg.contactFencing(),
 	}
 }
 
 // run watches until ctx ends. synced is closed once the index has been read.
 func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error {
-	v.locked(func() { v.runCtx = ctx })
-	factory, informer, err := v.watch(ctx, v.indexName, v.setIndex)
+	var heard *atomic.Uint64
+	v.locked(func() {
+		v.runCtx = ctx
+		heard = v.listenLocked(v.indexName)
+	})
+	factory, informer, err := v.watch(ctx, v.indexName, heard, v.setIndex)
 	if err != nil {
 		return err
 	}
@@ -130,13 +145,14 @@ func (v *assignmentView) current() (bool, protocol.EntryView) {
 }
 
 // watch starts an informer on the one ConfigMap called name, calling set with each new state of it (nil
-// once deleted). The field selector on the name lets the pod's Role grant list and watch on it by
+// once deleted), and counting in heard the events its watches deliver. The field selector on the name lets the pod's Role grant list and watch on it by
 // resourceNames.
-func (v *assignmentView) watch(ctx context.Context, name string, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(v.cs, 0,
-		informers.WithNamespace(v.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { assignmentListOptions(o, name, rand.Float64()) }))
-	informer := factory.Core().V1().ConfigMaps().Informer()
+func (v *assignmentView) watch(ctx context.Context, name string, heard *atomic.Uint64, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(v.cs, 0, informers.WithNamespace(v.namespace))
+	informer := factory.InformerFor(&corev1.ConfigMap{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(assignmentListWatch(cs, v.namespace, name, heard), &corev1.ConfigMap{}, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
 	onObject := func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
 			set(cm)
@@ -151,6 +167,30 @@ func (v *assignmentView) watch(ctx context.Context, name string, set func(*corev
 	}
 	factory.Start(ctx.Done())
 	return factory, informer, nil
+}
+
+// assignmentListWatch lists and watches the one ConfigMap called name in namespace, as the informer
+// factory's own list-watch would (assignmentListOptions), and counts in heard every event a watch
+// delivers, bookmarks included: what the renewals' check (checkCurrent) takes as proof that the watch is
+// delivering.
+func assignmentListWatch(cs kubernetes.Interface, namespace, name string, heard *atomic.Uint64) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			assignmentListOptions(&o, name, rand.Float64())
+			return cs.CoreV1().ConfigMaps(namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			assignmentListOptions(&o, name, rand.Float64())
+			w, err := cs.CoreV1().ConfigMaps(namespace).Watch(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				heard.Add(1)
+				return e, true
+			}), nil
+		},
+	}, cs)
 }
 
 // assignmentListOptions narrows the informer's list and watch requests to the ConfigMap called name, and
@@ -214,13 +254,15 @@ func (v *assignmentView) followShardLocked() {
 	if v.shard.stop != nil {
 		v.shard.stop()
 	}
+	delete(v.heard, v.shard.name)
+	delete(v.heardAtCheck, v.shard.name)
 	v.shard = shardWatch{name: want}
 	if want == "" || v.runCtx == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(v.runCtx)
 	v.shard.stop = cancel
-	factory, informer, err := v.watch(ctx, want, func(cm *corev1.ConfigMap) { v.setShard(want, cm) })
+	factory, informer, err := v.watch(ctx, want, v.listenLocked(want), func(cm *corev1.ConfigMap) { v.setShard(want, cm) })
 	if err != nil {
 		// Only a stopped informer refuses a handler; this one was just made.
 		v.shard.cm, v.shard.read = nil, true
@@ -245,11 +287,23 @@ func (v *assignmentView) followShardLocked() {
 // see revocations must stop renewing, so that it stops consuming and the operator can count it as gone.
 // One difference is normal (an update may be on its way); the same difference at the next check, with no
 // event from the watch in between, is not.
+//
+// A member that promises contact fencing does not count on this check to stop reading what was revoked:
+// its confirmations fence it within its contact timeout. For it the check only finds a watch that stopped
+// delivering, which would leave what it is granted unread; a watch that delivered anything since the last
+// check, if only one of the API server's bookmarks (one a minute or so to every watch that asks, as
+// informers do), is delivering, and the check reads nothing. In node mode that spares a read for every
+// renewal.
 func (v *assignmentView) checkCurrent(ctx context.Context) error {
 	if synced, _ := v.current(); !synced {
 		return nil
 	}
 	for _, name := range v.watchedNames() {
+		heard := v.heardSinceCheck(name) // called at every check: the next one counts from this one
+		if heard && v.promised {
+			v.locked(func() { delete(v.suspects, name) })
+			continue
+		}
 		serverRV, err := v.serverResourceVersion(ctx, name)
 		if err != nil {
 			return fmt.Errorf("reading ConfigMap %s: %w", name, err)
@@ -259,6 +313,28 @@ func (v *assignmentView) checkCurrent(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// listenLocked starts the count of the events that the watches of the ConfigMap called name deliver.
+func (v *assignmentView) listenLocked(name string) *atomic.Uint64 {
+	heard := &atomic.Uint64{}
+	v.heard[name] = heard
+	delete(v.heardAtCheck, name)
+	return heard
+}
+
+// heardSinceCheck reports whether a watch of the ConfigMap called name delivered an event, a bookmark
+// included, since the last call.
+func (v *assignmentView) heardSinceCheck(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	heard, ok := v.heard[name]
+	if !ok {
+		return false
+	}
+	n, last := heard.Load(), v.heardAtCheck[name]
+	v.heardAtCheck[name] = n
+	return n != last
 }
 
 // keepsUp compares the resourceVersion of the ConfigMap called name in the view with the API server's,
