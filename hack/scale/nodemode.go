@@ -49,7 +49,7 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 	a := &nodeAgents{servers: map[string]*nodeagent.Server{}, cut: map[string]*atomic.Bool{}, stop: stop}
 	for _, node := range nodes {
 		cut := &atomic.Bool{}
-		agentCfg := rest.CopyConfig(cfg)
+		agentCfg := ownConnections(cfg)
 		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return testenv.Partitionable(rt, cut) })
 		cs, err := kubernetes.NewForConfig(agentCfg)
 		if err != nil {
