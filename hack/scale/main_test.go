@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"math"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -30,6 +31,9 @@ func TestParseOptionsNamesEachBadFlag(t *testing.T) {
 		{name: "gogc off", args: []string{"-gogc", "off"}},
 		{name: "start rate", args: []string{"-start-rate", "-1"}, want: []string{"-start-rate -1: want 0 (all at once) or more"}},
 		{name: "gogc zero", args: []string{"-gogc", "0"}, want: []string{`-gogc "0": want a whole number of 1 or more, or off`}},
+		{name: "control plane gogc", args: []string{"-control-plane-gogc", "300"}},
+		{name: "control plane gogc not a number", args: []string{"-control-plane-gogc", "lots"},
+			want: []string{`-control-plane-gogc "lots": want a whole number of 1 or more, or off`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("scale", flag.ContinueOnError)
@@ -172,5 +176,26 @@ func TestMembersActAsTheirServiceAccounts(t *testing.T) {
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:scale-003", "system:authenticated"}}
 	if !reflect.DeepEqual(cfg.Impersonate, want) {
 		t.Errorf("impersonates %+v, want %+v", cfg.Impersonate, want)
+	}
+}
+
+func TestSetEnvRestoresWhatWasThere(t *testing.T) {
+	const key = "CONSUMERGROUP_SCALE_TEST_VAR"
+	restore := setEnv(key, "300")
+	if got := os.Getenv(key); got != "300" {
+		t.Fatalf("%s = %q while set, want 300", key, got)
+	}
+	restore()
+	if _, ok := os.LookupEnv(key); ok {
+		t.Fatalf("%s still set after restore, want it unset as before", key)
+	}
+	t.Setenv(key, "before")
+	setEnv(key, "300")()
+	if got := os.Getenv(key); got != "before" {
+		t.Fatalf("%s = %q after restore, want the earlier value", key, got)
+	}
+	setEnv(key, "")()
+	if got := os.Getenv(key); got != "before" {
+		t.Fatalf("%s = %q after an empty value, want it untouched", key, got)
 	}
 }

@@ -38,7 +38,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	w := layout(o)
-	res := result{Design: o.design, GOGC: o.gogc, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	res := result{Design: o.design, GOGC: o.gogc, ControlPlaneGOGC: o.controlPlaneGOGC, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
@@ -70,7 +70,9 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	restoreGOGC := setEnv("GOGC", o.controlPlaneGOGC) // etcd and the API server inherit this program's environment
 	cfg, err := env.Start()
+	restoreGOGC()
 	if err != nil {
 		return res, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -316,6 +318,22 @@ func memberRBAC() []client.Object {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: memberServiceAccount},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: serviceaccount.AllServiceAccountsGroup}}}
 	return []client.Object{role, binding}
+}
+
+// setEnv sets the environment variable key to value, unless value is empty, and returns what restores it.
+func setEnv(key, value string) (restore func()) {
+	if value == "" {
+		return func() {}
+	}
+	old, had := os.LookupEnv(key)
+	_ = os.Setenv(key, value)
+	return func() {
+		if had {
+			_ = os.Setenv(key, old)
+		} else {
+			_ = os.Unsetenv(key)
+		}
+	}
 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
