@@ -33,6 +33,7 @@ type config struct {
 	nodeViewsNamespace string
 	maxClockSkew       time.Duration
 	joinWindow         time.Duration
+	ackStatusInterval  time.Duration
 	nameServers        manager.NameServerFlags
 	election           manager.LeaderElectionTimings
 	clientLimit        manager.ClientRateLimit
@@ -74,6 +75,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&c.joinWindow, "join-window", manager.DefaultJoinWindow,
 		"How long after a group's last generation pods that only joined wait, so that pods becoming Ready together join in one rebalance "+
 			"rather than one each, every member acknowledging each; a pod that leaves, or a handoff in flight, publishes at once. 0 publishes each join at once.")
+	fs.DurationVar(&c.ackStatusInterval, "ack-status-interval", manager.DefaultAckStatusInterval,
+		"The least time between two writes of a group's status that change only its members' acknowledged generations; "+
+			"the first after a quiet interval is written at once, those within it together at its end. 0 writes each at once.")
 	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
 		"The one namespace where ClusterNameServers' Secrets (credentials, CA certificates) are read (default: the pod's namespace). "+
 			"The operator's Role lets it read Secrets there and nowhere else.")
@@ -146,7 +150,7 @@ func main() {
 		setupLog.Error(err, "Invalid --inline-name-server-cidrs")
 		os.Exit(2)
 	}
-	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace, JoinWindow: c.joinWindow}); err != nil {
+	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace, JoinWindow: c.joinWindow, AckStatusInterval: c.ackStatusInterval}); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

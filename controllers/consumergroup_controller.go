@@ -58,6 +58,9 @@ type ConsumerGroupReconciler struct {
 	// JoinWindow is how long after a generation the pods that only joined wait, to join together in one
 	// rebalance (plan.Env.JoinWindow); 0 publishes each join at once.
 	JoinWindow time.Duration
+	// AckStatusInterval is the least time between two status writes of a group that change only its
+	// members' acknowledged generations (plan.StatusWriteWait); 0 writes each at once.
+	AckStatusInterval time.Duration
 
 	// memory is what the reconciler keeps of each group between passes: its strategy, the sightings of
 	// its Leases, the handoffs its metrics time, its quick retries.
@@ -124,7 +127,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never
 	// written, so the status records it first.
 	if first := group.Status.AssignmentGeneration == 0 && d.Report.Rebalance.Published; first {
-		if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
+		if res, _, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
 			return res, err
 		}
 	}
@@ -135,7 +138,8 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Every object of generation d.report.generation is written: members' promises run from now.
 		r.memory.WithSightings(req.NamespacedName, now, func(s *observe.Sightings) { s.Wrote(d.Report.Generation, r.Clock.Now()) })
 	}
-	if res, err := r.recordStatus(ctx, group, &d.Report, now); err != nil || res.RequeueAfter > 0 {
+	res, statusWait, err := r.recordStatus(ctx, group, &d.Report, now)
+	if err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
 	linesAsked := r.syncNodeViews(group, obs, lines, d)
@@ -158,6 +162,9 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	requeue := d.RequeueAfter
 	if linesAsked && (requeue <= 0 || requeue > nodeViewPoll) {
 		requeue = nodeViewPoll
+	}
+	if statusWait > 0 && (requeue <= 0 || requeue > statusWait) {
+		requeue = statusWait // the acknowledgements the status has yet to show
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -197,25 +204,27 @@ func liveGroup(ctx context.Context, c client.Reader, key types.NamespacedName, f
 	return &group, nil
 }
 
-// recordStatus writes the status that a pass's report rep gives. A conflict is most often the cache not
-// yet holding the status this operator wrote a moment ago: the status is computed once more from the group
-// as the API server has it, rather than waiting for the cache. If the spec changed meanwhile, rep is not
-// its status: the next pass decides anew.
-func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) (ctrl.Result, error) {
+// recordStatus writes the status that a pass's report rep gives, or says how long a status of
+// acknowledgements alone waits (writeStatus). A conflict is most often the cache not yet holding the
+// status this operator wrote a moment ago: the status is computed once more from the group as the API
+// server has it, rather than waiting for the cache. If the spec changed meanwhile, rep is not its status:
+// the next pass decides anew.
+func (r *ConsumerGroupReconciler) recordStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) (ctrl.Result, time.Duration, error) {
 	decidedFor := group.Generation
-	err := r.writeStatus(ctx, group, rep, now)
+	wait, err := r.writeStatus(ctx, group, rep, now)
 	if apierrors.IsConflict(err) {
 		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(group), group); err == nil {
 			if group.Generation != decidedFor {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+				return ctrl.Result{RequeueAfter: conflictRetry}, 0, nil
 			}
-			err = r.writeStatus(ctx, group, rep, now)
+			wait, err = r.writeStatus(ctx, group, rep, now)
 		}
 	}
 	if err != nil {
-		return r.retry(ctx, client.ObjectKeyFromObject(group), "status", err)
+		res, err := r.retry(ctx, client.ObjectKeyFromObject(group), "status", err)
+		return res, 0, err
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, wait, nil
 }
 
 // retry turns a write that met a newer object (or found it gone) into a quick, quiet retry, ends quietly

@@ -5,6 +5,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +14,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
@@ -91,4 +97,106 @@ func countAcks(t testing.TB, ns string) *atomic.Int64 {
 		}
 	}()
 	return &n
+}
+
+// TestAcknowledgementsShareStatusWrites: while a group fills, its members acknowledge generation after
+// generation. With AckStatusInterval, a status that changes only acknowledgements is written no sooner than
+// the interval after the group's last status write, the acknowledgements within it together; the status
+// still comes to show every member's last acknowledgement. Without it, such writes follow each other within
+// moments.
+func TestAcknowledgementsShareStatusWrites(t *testing.T) {
+	const members, queues, interval = 12, 24, 3 * time.Second
+	// fill returns, of each status write that changed only acknowledgements, how long after the write
+	// before it the watch saw it.
+	fill := func(t *testing.T, interval time.Duration) (gaps []time.Duration, writes int) {
+		ns := newNamespace(t)
+		startManager(t, ns, func(r *ConsumerGroupReconciler) { r.AckStatusInterval, r.JoinWindow = interval, 2*time.Second })
+		seen := watchStatusWrites(t, ns, "s")
+		own := testenv.NewOwnership()
+		cooperativeGroup(ns, "s", queues, 30).Create(t, k8s)
+		for i := range members {
+			p := testenv.Pod(ns, fmt.Sprintf("s-%d", i), "s").NotReady().Create(t, k8s)
+			startSimMember(t, "s", p, own)
+			testenv.SetReady(t, k8s, p, true)
+			time.Sleep(100 * time.Millisecond)
+		}
+		waitForSettled(t, ns, "s", own, queues, members)
+		if v := own.Violations(); len(v) > 0 {
+			t.Fatalf("queues had two readers: %v", v)
+		}
+		// The status comes to show each member's acknowledgement of the generation in force.
+		eventually(t, interval+10*time.Second, func() error {
+			g := getGroup(t, ns, "s")
+			if len(g.Status.Members) != members {
+				return fmt.Errorf("%d members in the status, want %d", len(g.Status.Members), members)
+			}
+			for _, m := range g.Status.Members {
+				if m.AckedGeneration == nil || *m.AckedGeneration != g.Status.AssignmentGeneration {
+					return fmt.Errorf("member %s acknowledged %v in the status, generation %d in force", m.Pod, m.AckedGeneration, g.Status.AssignmentGeneration)
+				}
+			}
+			return nil
+		})
+		statuses := seen()
+		for i := 1; i < len(statuses); i++ {
+			if plan.OnlyAcknowledgementsChanged(&statuses[i-1].status, &statuses[i].status) {
+				gaps = append(gaps, statuses[i].at.Sub(statuses[i-1].at))
+			}
+		}
+		return gaps, len(statuses)
+	}
+	t.Run("interval", func(t *testing.T) {
+		gaps, writes := fill(t, interval)
+		t.Logf("%d status writes; acknowledgements alone, after: %v", writes, gaps)
+		// Acknowledgements that land with another change (the last of a handoff ends it: a condition
+		// changes) are written at once, with it; the ones checked here are those written alone.
+		for _, gap := range gaps {
+			if gap < interval-500*time.Millisecond {
+				t.Fatalf("a status of acknowledgements alone written %v after the last write, within the %v interval", gap, interval)
+			}
+		}
+	})
+	t.Run("no interval", func(t *testing.T) {
+		gaps, writes := fill(t, 0)
+		t.Logf("%d status writes; acknowledgements alone, after: %v", writes, gaps)
+		if !slices.ContainsFunc(gaps, func(gap time.Duration) bool { return gap < interval-500*time.Millisecond }) {
+			t.Fatalf("without the interval no status of acknowledgements alone came within %v of the last write (%v): the interval's check cannot fail", interval, gaps)
+		}
+	})
+}
+
+// statusSeen is a status of a group as a watch saw it, and when.
+type statusSeen struct {
+	status v1alpha1.ConsumerGroupStatus
+	at     time.Time
+}
+
+// watchStatusWrites watches group name of ns until the test ends; the function it returns gives the
+// statuses seen so far, the creation's first. After its creation only the operator writes the group, its
+// status.
+func watchStatusWrites(t testing.TB, ns, name string) func() []statusSeen {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: testScheme})
+	must(t, err)
+	w, err := wc.Watch(ctx, &v1alpha1.ConsumerGroupList{}, client.InNamespace(ns))
+	must(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []statusSeen
+	go func() {
+		for ev := range w.ResultChan() {
+			if g, ok := ev.Object.(*v1alpha1.ConsumerGroup); ok && g.Name == name && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				mu.Lock()
+				seen = append(seen, statusSeen{status: g.Status, at: time.Now()})
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []statusSeen {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }

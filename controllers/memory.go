@@ -35,6 +35,8 @@ type groupMemory struct {
 	// quickRetries counts the passes in a row whose write met a newer object: written by retry and by a
 	// pass that gets through.
 	quickRetries int
+	// statusWrittenAt is when a pass last wrote the group's status: written by writeStatus.
+	statusWrittenAt time.Time
 }
 
 // with runs f on group's memory, made empty if there is none, under the lock.
@@ -74,6 +76,17 @@ func (m *memory) addRetry(group types.NamespacedName) (n int) {
 // resetRetries starts group's count of passes that met a newer object again.
 func (m *memory) resetRetries(group types.NamespacedName) {
 	m.with(group, func(g *groupMemory) { g.quickRetries = 0 })
+}
+
+// statusWritten records that a pass wrote group's status at now.
+func (m *memory) statusWritten(group types.NamespacedName, now time.Time) {
+	m.with(group, func(g *groupMemory) { g.statusWrittenAt = now })
+}
+
+// statusWrittenAt is when a pass last wrote group's status; zero when none has since the operator started.
+func (m *memory) statusWrittenAt(group types.NamespacedName) (at time.Time) {
+	m.with(group, func(g *groupMemory) { at = g.statusWrittenAt })
+	return at
 }
 
 // forget drops what is kept of a group that is gone.

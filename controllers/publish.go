@@ -36,19 +36,26 @@ const FieldOwner = "consumergroup-operator"
 // written, since the status reports what is published, and for the group's first generation also before.
 // The status is where the generation is remembered should the ConfigMap be deleted; a generation published
 // just before the operator stopped, and never recorded here, is covered by the step a recovery takes
-// (recoveryStep).
-func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) error {
+// (recoveryStep). A status that changes only members' acknowledgements within AckStatusInterval of the
+// last write is not written: writeStatus returns how long it waits (plan.StatusWriteWait), for the pass
+// to come back then.
+func (r *ConsumerGroupReconciler) writeStatus(ctx context.Context, group *v1alpha1.ConsumerGroup, rep *plan.Report, now time.Time) (time.Duration, error) {
 	status := plan.StatusFor(group, rep, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(group.Status, status) {
-		return nil
+		return 0, nil
+	}
+	key := client.ObjectKeyFromObject(group)
+	if wait := plan.StatusWriteWait(&group.Status, &status, r.memory.statusWrittenAt(key), now, r.AckStatusInterval); wait > 0 {
+		return wait, nil
 	}
 	updated := group.DeepCopy()
 	updated.Status = status
 	if err := r.Status().Update(ctx, updated, client.FieldOwner(FieldOwner)); err != nil {
-		return err
+		return 0, err
 	}
+	r.memory.statusWritten(key, now)
 	group.Status = status
-	return nil
+	return 0, nil
 }
 
 // publish writes the decided ConfigMaps in the order protocol.Layout gives (shards before the index),

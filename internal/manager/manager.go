@@ -99,12 +99,20 @@ type Settings struct {
 	// JoinWindow is how long after a generation the pods that only joined wait, to join together in one
 	// rebalance; 0 publishes each join at once.
 	JoinWindow time.Duration
+	// AckStatusInterval is the least time between two status writes of a group that change only its
+	// members' acknowledged generations; 0 writes each at once.
+	AckStatusInterval time.Duration
 }
 
 // DefaultJoinWindow is the operator's join window (Settings.JoinWindow): long enough that the pods of a
 // Deployment becoming Ready within a second or two of each other join in one rebalance, short next to the
 // 20 s a RocketMQ client takes to notice a new member.
 const DefaultJoinWindow = 2 * time.Second
+
+// DefaultAckStatusInterval is the operator's Settings.AckStatusInterval. While a group fills, each
+// member's acknowledgement of each generation changed the status, a write that costs the API server
+// several times a Lease update; the first after a quiet interval is still written at once.
+const DefaultAckStatusInterval = 10 * time.Second
 
 // Setup registers the controller and the health checks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
@@ -123,6 +131,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
 		NodeLeaseNamespace: corev1.NamespaceNodeLease,
 		NodeViewsNamespace: s.NodeViewsNamespace,
 		JoinWindow:         s.JoinWindow,
+		AckStatusInterval:  s.AckStatusInterval,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
