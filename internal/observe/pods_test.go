@@ -194,3 +194,32 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 	b.ReportMetric(cachedBytes, "B/cached-pod")
 	b.ReportMetric(strippedBytes, "B/stripped-pod")
 }
+
+// BenchmarkListPodsOfAGroup lists one group's 10 pods from a namespace of 500 (50 groups), as a pass of
+// the group does, and reports what it allocates:
+//
+//	go test ./internal/observe -run '^$' -bench ListPodsOfAGroup -benchmem -count 6
+func BenchmarkListPodsOfAGroup(b *testing.B) {
+	pods := NewCachedPods()
+	pods.Synced = func() bool { return true }
+	events := pods.Handler()
+	for i := range 500 {
+		p := fixture.Pod(fmt.Sprintf("group-%02d-%d", i/10, i%10), fixture.OnNode(fmt.Sprintf("node-%d", i%17)), func(p *corev1.Pod) {
+			p.Namespace, p.Labels = "scale-000", map[string]string{"app": fmt.Sprintf("group-%02d", i/10)}
+		})
+		obj, err := CachePod(&p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		events.OnAdd(obj, true)
+	}
+	selector := labels.SelectorFromSet(labels.Set{"app": "group-07"})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := pods.ListPods(ctx, "scale-000", selector)
+		if err != nil || len(got) != 10 {
+			b.Fatalf("ListPods = %d pods, %v; want 10", len(got), err)
+		}
+	}
+}
