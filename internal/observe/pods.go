@@ -259,30 +259,29 @@ func (c CachedPods) GetPod(_ context.Context, key types.NamespacedName) (*corev1
 // matches, not for all of objs, which cost every pass of a group some hundreds of kilobytes of pods that
 // were never filled (BenchmarkListPodsOfAGroup).
 func podsOf(objs []any, selector labels.Selector) ([]corev1.Pod, error) {
-	matching := 0
+	var matched []any
 	for _, obj := range objs {
-		if m, ok := obj.(metav1.Object); ok && selector.Matches(labels.Set(m.GetLabels())) {
-			matching++
-		}
-	}
-	pods := make([]corev1.Pod, 0, matching)
-	for _, obj := range objs {
-		var pod corev1.Pod
+		var podLabels map[string]string
 		switch p := obj.(type) {
 		case *CachedPod:
-			if !selector.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			pod = p.Pod()
+			podLabels = p.Labels
 		case *corev1.Pod:
-			if !selector.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			pod = *p.DeepCopy()
+			podLabels = p.Labels
 		default:
 			return nil, fmt.Errorf("the pod cache holds a %T", obj)
 		}
-		pods = append(pods, pod)
+		if selector.Matches(labels.Set(podLabels)) {
+			matched = append(matched, obj)
+		}
+	}
+	pods := make([]corev1.Pod, len(matched))
+	for i, obj := range matched {
+		switch p := obj.(type) {
+		case *CachedPod:
+			pods[i] = p.Pod()
+		case *corev1.Pod:
+			pods[i] = *p.DeepCopy()
+		}
 	}
 	return pods, nil
 }
