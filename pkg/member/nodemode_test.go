@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/member"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
@@ -66,8 +68,9 @@ func startNodeAgent(t *testing.T, views string) runningAgent {
 	return runningAgent{url: srv.URL, asked: &asked, stop: stop}
 }
 
-// nodeModeMember runs a member of pod podName, on agentNode, that confirms through the agent at agentURL.
-func nodeModeMember(t *testing.T, ns, agentURL string) testMember {
+// nodeModeMember runs a member of pod podName, on agentNode, that confirms through the agent at agentURL,
+// with clientset (the test's when nil).
+func nodeModeMember(t *testing.T, ns, agentURL string, clientset kubernetes.Interface) testMember {
 	t.Helper()
 	pod := testenv.PodOnNode(t, cs, ns, podName, "consumer", agentNode)
 	token := testenv.PodToken(t, cs, pod, protocol.NodeAgentAudience)
@@ -75,7 +78,7 @@ func nodeModeMember(t *testing.T, ns, agentURL string) testMember {
 		c.ContactTimeout = nodeContactTimeout
 		c.NodeAgent = agentURL
 		c.NodeAgentToken = func() (string, error) { return token, nil }
-	}, nil)
+	}, clientset)
 }
 
 // mustSee writes agentNode's view with one line: group must see generation gen.
@@ -102,7 +105,7 @@ func TestNodeModeConfirmsThroughTheAgent(t *testing.T) {
 	agent := startNodeAgent(t, views)
 	mustSee(t, views, ns, 1)
 	publish(t, ns, 1, map[string][]member.Queue{podName: queues(0, 1)})
-	m := nodeModeMember(t, ns, agent.url)
+	m := nodeModeMember(t, ns, agent.url, nil)
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0, 1)))
 	if agent.asked.Load() == 0 {
 		t.Fatal("the member reads its queues without having asked the agent")
@@ -128,7 +131,7 @@ func TestNodeModeFencesWhenTheAgentStops(t *testing.T) {
 	agent := startNodeAgent(t, views)
 	mustSee(t, views, ns, 1)
 	publish(t, ns, 1, map[string][]member.Queue{podName: queues(0)})
-	m := nodeModeMember(t, ns, agent.url)
+	m := nodeModeMember(t, ns, agent.url, nil)
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
 
 	stopped := time.Now()
@@ -150,7 +153,7 @@ func TestNodeModeWithoutAnAgentRunsPerMember(t *testing.T) {
 	agent := startNodeAgent(t, views)
 	agent.stop() // its address now refuses connections
 	publish(t, ns, 1, map[string][]member.Queue{podName: queues(0)})
-	m := nodeModeMember(t, ns, agent.url)
+	m := nodeModeMember(t, ns, agent.url, nil)
 	eventually(t, 10*time.Second, inForce(m.client, 1, queues(0)))
 	// It stays confirmed by its own reads, past several contact timeouts.
 	time.Sleep(2 * nodeContactTimeout)
@@ -192,13 +195,7 @@ func TestRenewalsReadOnlyWhenTheWatchIsSilent(t *testing.T) {
 			if tc.nodeMode {
 				agent := startNodeAgent(t, views)
 				mustSee(t, views, ns, 1)
-				pod := testenv.PodOnNode(t, cs, ns, podName, "consumer", agentNode)
-				token := testenv.PodToken(t, cs, pod, protocol.NodeAgentAudience)
-				m = startMemberOf(t, pod, func(c *member.Config) {
-					c.ContactTimeout = nodeContactTimeout
-					c.NodeAgent = agent.url
-					c.NodeAgentToken = func() (string, error) { return token, nil }
-				}, counted)
+				m = nodeModeMember(t, ns, agent.url, counted)
 			} else {
 				m = startMember(t, ns, nil, counted)
 			}

@@ -49,10 +49,8 @@ type assignmentView struct {
 	// suspects maps a watched ConfigMap whose resourceVersion differed from the API server's at the last
 	// check to the resourceVersion this view had then.
 	suspects map[string]string
-	// heard counts, for each watched ConfigMap, the events its watches delivered, bookmarks included;
-	// heardAtCheck is that count at the last check.
-	heard        map[string]*atomic.Uint64
-	heardAtCheck map[string]uint64
+	// heard counts, for each watched ConfigMap, the events its watches delivered, bookmarks included.
+	heard map[string]*watchHeard
 	// promised is set when the member promises contact fencing (Config.ContactTimeout), in node mode or
 	// not: its confirmations, not the renewals' check, keep it from reading what was revoked.
 	promised  bool
@@ -87,7 +85,7 @@ func newAssignmentView(cs kubernetes.Interface, cfg Config, changed func()) *ass
 	return &assignmentView{
 		cs: cs, namespace: cfg.Namespace, group: cfg.Group, pod: cfg.Pod, podUID: cfg.PodUID,
 		indexName: protocol.AssignmentName(cfg.Group), changed: changed, suspects: map[string]string{},
-		heard: map[string]*atomic.Uint64{}, heardAtCheck: map[string]uint64{}, promised: cfg.contactFencing(),
+		heard: map[string]*watchHeard{}, promised: cfg.contactFencing(),
 	}
 }
 
@@ -145,8 +143,8 @@ func (v *assignmentView) current() (bool, protocol.EntryView) {
 }
 
 // watch starts an informer on the one ConfigMap called name, calling set with each new state of it (nil
-// once deleted), and counting in heard the events its watches deliver. The field selector on the name lets the pod's Role grant list and watch on it by
-// resourceNames.
+// once deleted), and counting in heard the events its watches deliver. The field selector on the name
+// lets the pod's Role grant list and watch on it by resourceNames.
 func (v *assignmentView) watch(ctx context.Context, name string, heard *atomic.Uint64, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(v.cs, 0, informers.WithNamespace(v.namespace))
 	informer := factory.InformerFor(&corev1.ConfigMap{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
@@ -255,7 +253,6 @@ func (v *assignmentView) followShardLocked() {
 		v.shard.stop()
 	}
 	delete(v.heard, v.shard.name)
-	delete(v.heardAtCheck, v.shard.name)
 	v.shard = shardWatch{name: want}
 	if want == "" || v.runCtx == nil {
 		return
@@ -315,12 +312,18 @@ func (v *assignmentView) checkCurrent(ctx context.Context) error {
 	return nil
 }
 
+// watchHeard is how many events the watches of one ConfigMap delivered (their list-watch counts them),
+// and how many the last check had seen (v.mu guards it).
+type watchHeard struct {
+	events  atomic.Uint64
+	atCheck uint64
+}
+
 // listenLocked starts the count of the events that the watches of the ConfigMap called name deliver.
 func (v *assignmentView) listenLocked(name string) *atomic.Uint64 {
-	heard := &atomic.Uint64{}
+	heard := &watchHeard{}
 	v.heard[name] = heard
-	delete(v.heardAtCheck, name)
-	return heard
+	return &heard.events
 }
 
 // heardSinceCheck reports whether a watch of the ConfigMap called name delivered an event, a bookmark
@@ -332,8 +335,8 @@ func (v *assignmentView) heardSinceCheck(name string) bool {
 	if !ok {
 		return false
 	}
-	n, last := heard.Load(), v.heardAtCheck[name]
-	v.heardAtCheck[name] = n
+	n, last := heard.events.Load(), heard.atCheck
+	heard.atCheck = n
 	return n != last
 }
 
