@@ -169,6 +169,10 @@ type result struct {
 	OperatorHeapIdleBytes int64 `json:"operatorHeapIdleBytes"`
 	OperatorStackBytes    int64 `json:"operatorStackBytes"`
 	OperatorNextGCBytes   int64 `json:"operatorNextGCBytes"`
+	// OperatorCPUSeconds is the CPU time the operator used from its start to the end of the window, the
+	// members' start among it; OperatorWindowCPUSeconds its part in the window.
+	OperatorCPUSeconds       float64 `json:"operatorCPUSeconds"`
+	OperatorWindowCPUSeconds float64 `json:"operatorWindowCPUSeconds"`
 	// OpenFiles is how many files this program held open at the end of the window.
 	OpenFiles int `json:"openFiles"`
 	// GOGC is the operator's GOGC, ControlPlaneGOGC that of etcd and the API server; empty for Go's default.
@@ -209,6 +213,7 @@ pods, groups, nodes, queues %d, %d, %d, %d
 setup; every queue read     %.1f s; %.1f s later
 operator RSS                %.1f MiB empty, %.1f MiB serving (peak %.1f MiB): %.0f bytes per pod
 operator heap in use        %.1f MiB (GOGC %s); freed, not returned %.1f MiB; stacks %.1f MiB; next collection at %.1f MiB
+operator CPU                %.1f s in all, %.1f s in the window (%.3f of a core)
 API requests                %.3f per member per second over %.0f s
 recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
 queues read twice           %d
@@ -216,6 +221,7 @@ load                        %s
 `, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
 		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
 		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
+		r.OperatorCPUSeconds, r.OperatorWindowCPUSeconds, r.OperatorWindowCPUSeconds/max(r.WindowSeconds, 1),
 		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
 	if err != nil {
 		return err

@@ -199,3 +199,17 @@ func TestSetEnvRestoresWhatWasThere(t *testing.T) {
 		t.Fatalf("%s = %q after an empty value, want it untouched", key, got)
 	}
 }
+
+func TestStatCPUSecondsAddsUserAndSystemTicks(t *testing.T) {
+	// A command name with spaces and parentheses, as a process may give itself; utime 1234, stime 66.
+	stat := []byte("4242 (a (b) c) S 1 4242 4242 0 -1 4194560 2310 0 0 0 1234 66 0 0 20 0 9 0 1000 123456 789 18446744073709551615\n")
+	got, err := statCPUSeconds(stat)
+	if err != nil || got != 13 {
+		t.Errorf("statCPUSeconds = %v, %v; want 13 s", got, err)
+	}
+	for _, bad := range []string{"4242 no name", "4242 (x) S 1 2", "4242 (x) S 1 2 3 4 5 6 7 8 9 10 many 66"} {
+		if _, err := statCPUSeconds([]byte(bad)); err == nil {
+			t.Errorf("statCPUSeconds(%q) has no error", bad)
+		}
+	}
+}

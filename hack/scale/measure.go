@@ -180,6 +180,40 @@ func (p *operatorProcess) memory() (rss, hwm int64, err error) {
 	return kb["VmRSS:"] << 10, max(kb["VmHWM:"], kb["VmRSS:"]) << 10, nil
 }
 
+// cpuSeconds is the CPU time the process has used so far, user and system, in seconds (/proc/<pid>/stat:
+// utime and stime, in the kernel's fixed 100 ticks a second).
+func (p *operatorProcess) cpuSeconds() (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return statCPUSeconds(stat)
+}
+
+// statCPUSeconds reads utime and stime from a /proc/<pid>/stat line. The command name, in parentheses,
+// may hold spaces: the fields are counted from after its closing parenthesis, where the state is the
+// third field of the line and utime the 14th.
+func statCPUSeconds(stat []byte) (float64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	const utime, stime = 14 - 3, 15 - 3
+	if len(f) <= stime {
+		return 0, fmt.Errorf("%d fields after the command name in %q, want more than %d", len(f), stat, stime)
+	}
+	var ticks int64
+	for _, field := range []string{f[utime], f[stime]} {
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("CPU ticks %q: %w", field, err)
+		}
+		ticks += n
+	}
+	return float64(ticks) / 100, nil
+}
+
 // procFields reads the "<name> <number> kB" lines of a /proc file (status, meminfo) that names asks for.
 func procFields(text []byte, names ...string) map[string]int64 {
 	out := map[string]int64{}

@@ -377,6 +377,10 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	ownBefore, windowStart := own.Load(), time.Now()
+	cpuBefore, err := op.cpuSeconds()
+	if err != nil {
+		return err
+	}
 	stopProfile, err := profileCPU(o.cpuProfile)
 	if err != nil {
 		return err
@@ -390,6 +394,10 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	res.WindowSeconds = time.Since(windowStart).Seconds()
+	if res.OperatorCPUSeconds, err = op.cpuSeconds(); err != nil {
+		return err
+	}
+	res.OperatorWindowCPUSeconds = res.OperatorCPUSeconds - cpuBefore
 	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), res.WindowSeconds, res.Pods)
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return err
