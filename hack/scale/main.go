@@ -173,6 +173,12 @@ type result struct {
 	// members' start among it; OperatorWindowCPUSeconds its part in the window.
 	OperatorCPUSeconds       float64 `json:"operatorCPUSeconds"`
 	OperatorWindowCPUSeconds float64 `json:"operatorWindowCPUSeconds"`
+	// APIServerWindowCPUSeconds, EtcdWindowCPUSeconds and ProgramWindowCPUSeconds are the CPU time the API
+	// server, etcd and this program (the members, agents and kubelets it stands in for) used in the
+	// window: on one machine they share its cores with the operator.
+	APIServerWindowCPUSeconds float64 `json:"apiServerWindowCPUSeconds"`
+	EtcdWindowCPUSeconds      float64 `json:"etcdWindowCPUSeconds"`
+	ProgramWindowCPUSeconds   float64 `json:"programWindowCPUSeconds"`
 	// OpenFiles is how many files this program held open at the end of the window.
 	OpenFiles int `json:"openFiles"`
 	// GOGC is the operator's GOGC, ControlPlaneGOGC that of etcd and the API server; empty for Go's default.
@@ -214,6 +220,7 @@ setup; every queue read     %.1f s; %.1f s later
 operator RSS                %.1f MiB empty, %.1f MiB serving (peak %.1f MiB): %.0f bytes per pod
 operator heap in use        %.1f MiB (GOGC %s); freed, not returned %.1f MiB; stacks %.1f MiB; next collection at %.1f MiB
 operator CPU                %.1f s in all, %.1f s in the window (%.3f of a core)
+cores used in the window    API server %.2f, etcd %.2f, this program (members, agents, kubelets) %.2f
 API requests                %.3f per member per second over %.0f s
 recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
 queues read twice           %d
@@ -222,6 +229,7 @@ load                        %s
 		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
 		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
 		r.OperatorCPUSeconds, r.OperatorWindowCPUSeconds, r.OperatorWindowCPUSeconds/max(r.WindowSeconds, 1),
+		r.APIServerWindowCPUSeconds/max(r.WindowSeconds, 1), r.EtcdWindowCPUSeconds/max(r.WindowSeconds, 1), r.ProgramWindowCPUSeconds/max(r.WindowSeconds, 1),
 		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
 	if err != nil {
 		return err

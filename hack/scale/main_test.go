@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,5 +212,31 @@ func TestStatCPUSecondsAddsUserAndSystemTicks(t *testing.T) {
 		if _, err := statCPUSeconds([]byte(bad)); err == nil {
 			t.Errorf("statCPUSeconds(%q) has no error", bad)
 		}
+	}
+}
+
+func TestStatNameAndParentReadsThroughParentheses(t *testing.T) {
+	name, ppid, ok := statNameAndParent([]byte("4242 (kube (api) server) S 77 4242 4242 0 -1 4194560\n"))
+	if !ok || name != "kube (api) server" || ppid != 77 {
+		t.Errorf("statNameAndParent = %q, %d, %t; want \"kube (api) server\", 77, true", name, ppid, ok)
+	}
+	for _, bad := range []string{"4242 no name S 1", "4242 (x) S", "4242 (x) S parent"} {
+		if _, _, ok := statNameAndParent([]byte(bad)); ok {
+			t.Errorf("statNameAndParent(%q) is ok", bad)
+		}
+	}
+}
+
+// TestReadCPUSharesReadsThisProgram: this test's own process has used CPU, and it starts no control
+// plane, so the children's shares are 0.
+func TestReadCPUSharesReadsThisProgram(t *testing.T) {
+	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+	}
+	c, err := readCPUShares()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Program <= 0 || c.APIServer != 0 || c.Etcd != 0 {
+		t.Errorf("readCPUShares = %+v, want this program's time alone", c)
 	}
 }

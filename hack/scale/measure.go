@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,6 +189,71 @@ func (p *operatorProcess) cpuSeconds() (float64, error) {
 		return 0, err
 	}
 	return statCPUSeconds(stat)
+}
+
+// cpuShares is the CPU time, in seconds, that each part of the run has used so far: this program (the
+// members, agents and kubelets it stands in for), and its child processes etcd and kube-apiserver. On a
+// small machine they share the cores with the operator, and the shares show which of them the requests
+// wait for.
+type cpuShares struct {
+	Program, APIServer, Etcd float64
+}
+
+// readCPUShares reads cpuShares from /proc: this process's stat, and those of its children named etcd
+// and kube-apiserver (the kernel's short command names).
+func readCPUShares() (cpuShares, error) {
+	var c cpuShares
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return c, err
+	}
+	if c.Program, err = statCPUSeconds(self); err != nil {
+		return c, err
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return c, err
+	}
+	pid := os.Getpid()
+	for _, file := range stats {
+		stat, err := os.ReadFile(file)
+		if err != nil {
+			continue // a process that exited meanwhile
+		}
+		name, ppid, ok := statNameAndParent(stat)
+		if !ok || ppid != pid {
+			continue
+		}
+		var into *float64
+		switch name {
+		case "kube-apiserver":
+			into = &c.APIServer
+		case "etcd":
+			into = &c.Etcd
+		default:
+			continue
+		}
+		seconds, err := statCPUSeconds(stat)
+		if err != nil {
+			return c, err
+		}
+		*into += seconds
+	}
+	return c, nil
+}
+
+// statNameAndParent reads the command name and the parent's pid from a /proc/<pid>/stat line.
+func statNameAndParent(stat []byte) (name string, ppid int, ok bool) {
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", 0, false
+	}
+	f := strings.Fields(string(stat[end+1:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return string(stat[open+1 : end]), ppid, err == nil
 }
 
 // statCPUSeconds reads utime and stime from a /proc/<pid>/stat line. The command name, in parentheses,

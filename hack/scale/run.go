@@ -381,6 +381,10 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	if err != nil {
 		return err
 	}
+	sharesBefore, err := readCPUShares()
+	if err != nil {
+		return err
+	}
 	stopProfile, err := profileCPU(o.cpuProfile)
 	if err != nil {
 		return err
@@ -398,6 +402,13 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	res.OperatorWindowCPUSeconds = res.OperatorCPUSeconds - cpuBefore
+	sharesAfter, err := readCPUShares()
+	if err != nil {
+		return err
+	}
+	res.ProgramWindowCPUSeconds = sharesAfter.Program - sharesBefore.Program
+	res.APIServerWindowCPUSeconds = sharesAfter.APIServer - sharesBefore.APIServer
+	res.EtcdWindowCPUSeconds = sharesAfter.Etcd - sharesBefore.Etcd
 	res.RequestsPerSecond, res.APIRequestsPerMemberSecond = requestRates(before, after, float64(own.Load()-ownBefore), res.WindowSeconds, res.Pods)
 	if res.OperatorRSSBytes, res.OperatorPeakRSSBytes, err = op.memory(); err != nil {
 		return err
