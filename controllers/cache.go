@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"slices"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,15 +52,46 @@ func cacheMemberLease(obj any) (any, error) {
 	lease.ManagedFields = nil
 	lease.Namespace = observe.Intern(lease.Namespace)
 	lease.Labels = observe.SharedMap(lease.Labels)
-	lease.Annotations = observe.InternKeys(lease.Annotations, false)
+	// Of the owners, the pod is read (protocol.ReadLeaseIn), and compared to see a new incarnation take
+	// over (claimChanged); the group's reference, which its member adds once it knows the group's UID,
+	// is for the garbage collector, and the operator reads it nowhere.
+	var pod string
+	lease.OwnerReferences = slices.Clone(slices.DeleteFunc(lease.OwnerReferences, func(ref metav1.OwnerReference) bool {
+		return ref.APIVersion != "v1" || ref.Kind != "Pod"
+	}))
 	for i := range lease.OwnerReferences {
 		ref := &lease.OwnerReferences[i]
-		ref.APIVersion, ref.Kind = observe.Intern(ref.APIVersion), observe.Intern(ref.Kind)
-		if ref.Kind != "Pod" {
-			ref.Name = observe.Intern(ref.Name)
-		}
+		ref.APIVersion, ref.Kind, pod = observe.Intern(ref.APIVersion), observe.Intern(ref.Kind), ref.Name
+	}
+	lease.Annotations = leaseAnnotations(lease.Annotations, pod)
+	// A member's id is its pod's name unless it was given another.
+	if h := lease.Spec.HolderIdentity; h != nil && *h == pod {
+		*h = pod
 	}
 	return lease, nil
+}
+
+// leaseAnnotations is a member Lease's annotations with the keys interned, and the values that repeat
+// across Leases too: the acknowledged generation and the promise, one number for a whole group (or all
+// groups) most of the time, and the pod's name, which the Lease's owner reference holds already. Claims
+// and load reports are each Lease's own.
+func leaseAnnotations(m map[string]string, pod string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch k {
+		case protocol.AckedGenerationAnnotation, protocol.StopsWithinAnnotation, protocol.StoppedAnnotation:
+			v = observe.Intern(v)
+		case protocol.PodAnnotation:
+			if v == pod {
+				v = pod
+			}
+		}
+		out[observe.Intern(k)] = v
+	}
+	return out
 }
 
 // stripNode keeps of a node what the operator reads: its name and its zone label. A node's status (its
