@@ -316,11 +316,11 @@ func handoffDurations(mem *memory, key types.NamespacedName, obs *plan.Observati
 	var durations []float64
 	// Handed-off times are this replica's observation only: a new leader starts counting anew.
 	mem.with(key, func(g *groupMemory) {
-		if g.revoked == nil {
-			g.revoked = map[allocate.Queue]time.Time{}
-		}
 		for q := range before {
 			if _, ok := g.revoked[q]; !ok && !after[q] {
+				if g.revoked == nil {
+					g.revoked = map[allocate.Queue]time.Time{}
+				}
 				g.revoked[q] = now
 			}
 		}
@@ -330,9 +330,10 @@ func handoffDurations(mem *memory, key types.NamespacedName, obs *plan.Observati
 				delete(g.revoked, q)
 			}
 		}
-		// A queue the spec dropped is handed to nobody.
-		if len(g.revoked) > d.Report.QueueCount {
-			clear(g.revoked)
+		// A queue the spec dropped is handed to nobody. A map keeps the room of the most it held: once
+		// every handoff is over the group holds none, rather than one sized for its largest handoff.
+		if len(g.revoked) == 0 || len(g.revoked) > d.Report.QueueCount {
+			g.revoked = nil
 		}
 	})
 	return durations

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -20,6 +21,7 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/allocate"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 func TestCrossZoneCountsOnlyKnownZones(t *testing.T) {
@@ -251,4 +253,46 @@ func BenchmarkGroupSeriesMemory(b *testing.B) {
 		}
 	}
 	b.ReportMetric(perGroup, "B/group")
+}
+
+// TestHandoffDurationsKeepNothingOnceHandedOn: a queue revoked at one pass and granted at a later one is
+// timed from the first to the second, and once no handoff is in flight the group keeps no map of them,
+// not even an empty one sized for the last handoff.
+func TestHandoffDurationsKeepNothingOnceHandedOn(t *testing.T) {
+	q := func(id int32) protocol.Queue { return protocol.Queue{Topic: "t", Broker: "b", ID: id} }
+	entries := func(queues ...protocol.Queue) map[string]protocol.PublishedEntry {
+		return map[string]protocol.PublishedEntry{"p0": {Queues: queues}}
+	}
+	var mem memory
+	key := types.NamespacedName{Namespace: "ns", Name: "g"}
+	start := time.Unix(1000, 0)
+	pass := func(at time.Duration, published, decided map[string]protocol.PublishedEntry) []float64 {
+		obs := &plan.Observation{Published: protocol.Published{Exists: true, Entries: published}}
+		d := &plan.Decision{Report: plan.Report{Assignment: plan.Assignment{Entries: decided}, QueueCount: 4}}
+		return handoffDurations(&mem, key, obs, d, start.Add(at))
+	}
+	if got := pass(0, entries(q(0), q(1), q(2), q(3)), entries(q(0), q(1))); len(got) != 0 {
+		t.Errorf("revoking two queues timed %v", got)
+	}
+	mem.with(key, func(g *groupMemory) {
+		if len(g.revoked) != 2 {
+			t.Errorf("after revoking two queues the group holds %v", g.revoked)
+		}
+	})
+	if got := pass(3*time.Second, entries(q(0), q(1)), entries(q(0), q(1), q(2), q(3))); !slices.Equal(got, []float64{3, 3}) {
+		t.Errorf("granting them again timed %v, want 3 s each", got)
+	}
+	mem.with(key, func(g *groupMemory) {
+		if g.revoked != nil {
+			t.Errorf("with no handoff in flight the group keeps %#v, want nil", g.revoked)
+		}
+	})
+	if got := pass(4*time.Second, entries(q(0), q(1), q(2), q(3)), entries(q(0), q(1), q(2), q(3))); len(got) != 0 {
+		t.Errorf("an unchanged assignment timed %v", got)
+	}
+	mem.with(key, func(g *groupMemory) {
+		if g.revoked != nil {
+			t.Errorf("a pass that revokes nothing made %#v, want nil", g.revoked)
+		}
+	})
 }
