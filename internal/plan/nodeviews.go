@@ -29,9 +29,10 @@ type LineHistory []lineSighting
 const maxLineSightings = 8
 
 // Add records that the line held mustSee from at on. A sighting older than the last one known adds
-// nothing.
+// nothing, and neither does one of what the last one showed: the line held that from the last one's
+// time already, which is what KnownSince answers, and a line written again unchanged takes no more room.
 func (h LineHistory) Add(at time.Time, mustSee int64) LineHistory {
-	if n := len(h); n > 0 && at.Before(h[n-1].at) {
+	if n := len(h); n > 0 && (at.Before(h[n-1].at) || h[n-1].mustSee == mustSee) {
 		return h
 	}
 	h = append(h, lineSighting{at: at, mustSee: mustSee})

@@ -24,6 +24,7 @@ func TestLineHistoryKnownSince(t *testing.T) {
 		{name: "a line removed confirms nothing", sightings: []lineSighting{{at(1), 2}, {at(4), NoLine}}, generation: 9, want: at(4), wantOK: true},
 		{name: "written again lower after its removal", sightings: []lineSighting{{at(1), 5}, {at(2), NoLine}, {at(3), 4}}, generation: 5},
 		{name: "written again lower, then raised", sightings: []lineSighting{{at(1), 5}, {at(2), NoLine}, {at(3), 4}, {at(6), 7}}, generation: 5, want: at(6), wantOK: true},
+		{name: "seen again unchanged: from the first time", sightings: []lineSighting{{at(1), 2}, {at(2), 4}, {at(3), 4}, {at(5), 4}}, generation: 4, want: at(2), wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +47,7 @@ func TestLineHistoryAddIgnoresOlderAndForgetsOldest(t *testing.T) {
 		t.Fatalf("an older sighting was added: %+v", h)
 	}
 	for i := range 2 * maxLineSightings {
-		h = h.Add(t0.Add(time.Duration(2+i)*time.Second), 6)
+		h = h.Add(t0.Add(time.Duration(2+i)*time.Second), 6+int64(i))
 	}
 	if len(h) != maxLineSightings {
 		t.Fatalf("history holds %d sightings, want at most %d", len(h), maxLineSightings)
@@ -54,6 +55,20 @@ func TestLineHistoryAddIgnoresOlderAndForgetsOldest(t *testing.T) {
 	// The oldest kept sighting bounds what is known: forgetting makes a line known later, not sooner.
 	if got, ok := h.KnownSince(6); !ok || !got.Equal(h[0].at) {
 		t.Fatalf("KnownSince(6) = %v, %v; want %v", got, ok, h[0].at)
+	}
+}
+
+func TestLineHistoryAddKeepsOneSightingOfAnUnchangedLine(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := LineHistory{}.Add(t0, 3)
+	for i := range 100 {
+		h = h.Add(t0.Add(time.Duration(1+i)*time.Second), 3)
+	}
+	if len(h) != 1 || cap(h) > 1 {
+		t.Fatalf("100 sightings of an unchanged line kept %d (room for %d): %+v", len(h), cap(h), h)
+	}
+	if got, ok := h.KnownSince(3); !ok || !got.Equal(t0) {
+		t.Fatalf("KnownSince(3) = %v, %v; want %v", got, ok, t0)
 	}
 }
 
