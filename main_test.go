@@ -28,15 +28,21 @@ func TestDefaultFlags(t *testing.T) {
 	if c.clientLimit.QPS != 100 || c.clientLimit.Burst != 200 {
 		t.Errorf("client rate limit %+v, want QPS 100, burst 200", c.clientLimit)
 	}
+	if c.gcPercent != manager.DefaultGCPercent {
+		t.Errorf("garbage collector's target %d, want %d", c.gcPercent, manager.DefaultGCPercent)
+	}
 	if c.clientLimit != manager.DefaultClientRateLimit || c.election != manager.DefaultLeaderElection {
 		t.Errorf("defaults %+v, %+v differ from internal/manager's", c.clientLimit, c.election)
 	}
 }
 
 func TestFlags(t *testing.T) {
-	c, err := parse(t, "--kube-api-qps=50", "--kube-api-burst=60", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080")
+	c, err := parse(t, "--kube-api-qps=50", "--kube-api-burst=60", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080", "--gc-percent=60")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.gcPercent != 60 {
+		t.Errorf("--gc-percent=60 gave %d", c.gcPercent)
 	}
 	if c.clientLimit != (manager.ClientRateLimit{QPS: 50, Burst: 60}) || c.metrics.Secure || c.metrics.BindAddress != "127.0.0.1:8080" {
 		t.Errorf("flags gave %+v and %+v", c.clientLimit, c.metrics)
@@ -46,6 +52,7 @@ func TestFlags(t *testing.T) {
 		{"--kube-api-burst=0"},
 		{"--metrics-cert-path=" + t.TempDir()}, // no tls.crt or tls.key in it
 		{"--leader-elect-lease-duration=1s"},
+		{"--gc-percent=0"},
 	} {
 		if _, err := parse(t, args...); err == nil {
 			t.Errorf("%q accepted", args)

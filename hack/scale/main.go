@@ -30,6 +30,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/manager"
 )
 
 func main() {
@@ -95,7 +97,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.Int64Var(&o.minAvailableMemory, "min-available-memory", 1<<30, "Bytes of memory that must stay available (MemAvailable); below, the run stops with an error.")
 	fs.IntVar(&o.workers, "workers", 16, "Goroutines creating objects.")
 	fs.IntVar(&o.startRate, "start-rate", 0, "Members started a second, as a rollout starts them; 0 starts them all at once.")
-	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); Go's default, 100, when empty.")
+	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); the operator's own default (manager.DefaultGCPercent) when empty.")
 	fs.StringVar(&o.controlPlaneGOGC, "control-plane-gogc", "", "The GOGC of the run's etcd and kube-apiserver; Go's default, 100, when empty. On a small machine a higher one leaves more of its cores to the requests: it does not change what is measured.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")
@@ -227,7 +229,7 @@ queues read twice           %d
 load                        %s
 `, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
 		mib(r.OperatorBaselineRSSBytes), mib(r.OperatorRSSBytes), mib(r.OperatorPeakRSSBytes), r.OperatorBytesPerPod,
-		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, "100"), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
+		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, strconv.Itoa(manager.DefaultGCPercent)), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
 		r.OperatorCPUSeconds, r.OperatorWindowCPUSeconds, r.OperatorWindowCPUSeconds/max(r.WindowSeconds, 1),
 		r.APIServerWindowCPUSeconds/max(r.WindowSeconds, 1), r.EtcdWindowCPUSeconds/max(r.WindowSeconds, 1), r.ProgramWindowCPUSeconds/max(r.WindowSeconds, 1),
 		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)

@@ -48,3 +48,25 @@ func TestSoftMemoryLimitIsNineTenthsOfTheContainersLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestGCPercentIsTheFlagsUnlessGOGCIsSet(t *testing.T) {
+	for _, tc := range []struct {
+		gogc    string
+		want    int
+		wantSet bool
+	}{
+		{gogc: "", want: 40, wantSet: true},
+		{gogc: "100", wantSet: false},
+		{gogc: "off", wantSet: false},
+	} {
+		got, set := GCPercent(func(k string) string {
+			if k == "GOGC" {
+				return tc.gogc
+			}
+			return ""
+		}, 40)
+		if got != tc.want || set != tc.wantSet {
+			t.Errorf("GOGC %q: GCPercent = %d, %t; want %d, %t", tc.gogc, got, set, tc.want, tc.wantSet)
+		}
+	}
+}
