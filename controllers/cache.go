@@ -76,22 +76,15 @@ func cacheMemberLease(obj any) (any, error) {
 // groups) most of the time, and the pod's name, which the Lease's owner reference holds already. Claims
 // and load reports are each Lease's own.
 func leaseAnnotations(m map[string]string, pod string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		switch k {
-		case protocol.AckedGenerationAnnotation, protocol.StopsWithinAnnotation, protocol.StoppedAnnotation:
-			v = observe.Intern(v)
-		case protocol.PodAnnotation:
-			if v == pod {
-				v = pod
-			}
+	return observe.InternKeysWith(m, func(k, v string) string {
+		switch {
+		case k == protocol.AckedGenerationAnnotation, k == protocol.StopsWithinAnnotation, k == protocol.StoppedAnnotation:
+			return observe.Intern(v)
+		case k == protocol.PodAnnotation && v == pod:
+			return pod
 		}
-		out[observe.Intern(k)] = v
-	}
-	return out
+		return v
+	})
 }
 
 // stripNode keeps of a node what the operator reads: its name and its zone label. A node's status (its

@@ -23,15 +23,23 @@ func Intern(s string) string {
 // across the pods of one application; annotation values (claims, load reports) seldom do. It makes a new
 // map only when m has entries.
 func InternKeys(m map[string]string, values bool) map[string]string {
+	return InternKeysWith(m, func(_, v string) string {
+		if values {
+			return Intern(v)
+		}
+		return v
+	})
+}
+
+// InternKeysWith is m with its keys interned and each value v of key k replaced by value(k, v), for a
+// caller that knows which values repeat. It makes a new map only when m has entries.
+func InternKeysWith(m map[string]string, value func(k, v string) string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if values {
-			v = Intern(v)
-		}
-		out[Intern(k)] = v
+		out[Intern(k)] = value(k, v)
 	}
 	return out
 }
