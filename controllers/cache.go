@@ -57,7 +57,7 @@ func cacheMemberLease(obj any) (any, error) {
 	// is for the garbage collector, and the operator reads it nowhere.
 	var pod string
 	lease.OwnerReferences = slices.Clone(slices.DeleteFunc(lease.OwnerReferences, func(ref metav1.OwnerReference) bool {
-		return ref.APIVersion != "v1" || ref.Kind != "Pod"
+		return !protocol.IsPodOwner(ref)
 	}))
 	for i := range lease.OwnerReferences {
 		ref := &lease.OwnerReferences[i]

@@ -125,7 +125,7 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState { return ReadLeaseIn(leas
 func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	s := LeaseState{Name: lease.Name, UID: lease.UID, ResourceVersion: lease.ResourceVersion, Duration: DefaultLeaseDuration}
 	for _, ref := range lease.OwnerReferences {
-		if ref.APIVersion == "v1" && ref.Kind == "Pod" {
+		if IsPodOwner(ref) {
 			s.Pod, s.PodUID = ref.Name, ref.UID
 		}
 	}
@@ -325,11 +325,17 @@ func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquir
 	return lease
 }
 
+// IsPodOwner reports whether ref names a pod: the owner reference of a member Lease that says whose it is
+// (ReadLeaseIn, HeldBy).
+func IsPodOwner(ref metav1.OwnerReference) bool {
+	return ref.APIVersion == "v1" && ref.Kind == "Pod"
+}
+
 // HeldBy reports whether lease belongs to the pod incarnation podUID: its pod owner or its claim names it.
 // A member writes a Lease only while it holds it; another incarnation's Lease it may only take over.
 func HeldBy(lease *coordinationv1.Lease, podUID types.UID) bool {
 	for _, ref := range lease.OwnerReferences {
-		if ref.APIVersion == "v1" && ref.Kind == "Pod" && ref.UID == podUID {
+		if IsPodOwner(ref) && ref.UID == podUID {
 			return true
 		}
 	}
