@@ -216,6 +216,11 @@ func TestStatCPUSecondsAddsUserAndSystemTicks(t *testing.T) {
 }
 
 func TestStatNameAndParentReadsThroughParentheses(t *testing.T) {
+	statNameAndParent := func(stat []byte) (string, int, bool) {
+		name, f, err := statFields(stat)
+		ppid, ok := fieldsParent(f)
+		return name, ppid, err == nil && ok
+	}
 	name, ppid, ok := statNameAndParent([]byte("4242 (kube (api) server) S 77 4242 4242 0 -1 4194560\n"))
 	if !ok || name != "kube (api) server" || ppid != 77 {
 		t.Errorf("statNameAndParent = %q, %d, %t; want \"kube (api) server\", 77, true", name, ppid, ok)

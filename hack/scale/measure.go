@@ -220,8 +220,8 @@ func readCPUShares() (cpuShares, error) {
 		if err != nil {
 			continue // a process that exited meanwhile
 		}
-		name, ppid, ok := statNameAndParent(stat)
-		if !ok || ppid != pid {
+		name, f, err := statFields(stat)
+		if ppid, ok := fieldsParent(f); err != nil || !ok || ppid != pid {
 			continue
 		}
 		var into *float64
@@ -233,7 +233,7 @@ func readCPUShares() (cpuShares, error) {
 		default:
 			continue
 		}
-		seconds, err := statCPUSeconds(stat)
+		seconds, err := fieldsCPUSeconds(f, stat)
 		if err != nil {
 			return c, err
 		}
@@ -242,29 +242,38 @@ func readCPUShares() (cpuShares, error) {
 	return c, nil
 }
 
-// statNameAndParent reads the command name and the parent's pid from a /proc/<pid>/stat line.
-func statNameAndParent(stat []byte) (name string, ppid int, ok bool) {
-	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-	if open < 0 || end < open {
-		return "", 0, false
-	}
-	f := strings.Fields(string(stat[end+1:]))
+// fieldsParent is the parent's pid among the fields statFields split from a /proc/<pid>/stat line.
+func fieldsParent(f []string) (ppid int, ok bool) {
 	if len(f) < 2 {
-		return "", 0, false
+		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])
-	return string(stat[open+1 : end]), ppid, err == nil
+	return ppid, err == nil
 }
 
-// statCPUSeconds reads utime and stime from a /proc/<pid>/stat line. The command name, in parentheses,
-// may hold spaces: the fields are counted from after its closing parenthesis, where the state is the
-// third field of the line and utime the 14th.
+// statCPUSeconds reads utime and stime from a /proc/<pid>/stat line.
 func statCPUSeconds(stat []byte) (float64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("no command name in %q", stat)
+	_, f, err := statFields(stat)
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(string(stat[i+1:]))
+	return fieldsCPUSeconds(f, stat)
+}
+
+// statFields splits a /proc/<pid>/stat line into its command name and the fields after it. The name,
+// in parentheses, may hold spaces and parentheses: the fields start after its last closing one, the
+// first of them the line's third field (the state).
+func statFields(stat []byte) (name string, fields []string, err error) {
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", nil, fmt.Errorf("no command name in %q", stat)
+	}
+	return string(stat[open+1 : end]), strings.Fields(string(stat[end+1:])), nil
+}
+
+// fieldsCPUSeconds adds utime and stime, the line's 14th and 15th fields, of the fields statFields split
+// from stat, in the kernel's fixed 100 ticks a second.
+func fieldsCPUSeconds(f []string, stat []byte) (float64, error) {
 	const utime, stime = 14 - 3, 15 - 3
 	if len(f) <= stime {
 		return 0, fmt.Errorf("%d fields after the command name in %q, want more than %d", len(f), stat, stime)
