@@ -184,7 +184,12 @@ func (p *operatorProcess) memory() (rss, hwm int64, err error) {
 // cpuSeconds is the CPU time the process has used so far, user and system, in seconds (/proc/<pid>/stat:
 // utime and stime, in the kernel's fixed 100 ticks a second).
 func (p *operatorProcess) cpuSeconds() (float64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return procCPUSeconds(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+}
+
+// procCPUSeconds is the CPU time of the process whose /proc stat file is statFile.
+func procCPUSeconds(statFile string) (float64, error) {
+	stat, err := os.ReadFile(statFile)
 	if err != nil {
 		return 0, err
 	}
@@ -203,11 +208,8 @@ type cpuShares struct {
 // and kube-apiserver (the kernel's short command names).
 func readCPUShares() (cpuShares, error) {
 	var c cpuShares
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return c, err
-	}
-	if c.Program, err = statCPUSeconds(self); err != nil {
+	var err error
+	if c.Program, err = procCPUSeconds("/proc/self/stat"); err != nil {
 		return c, err
 	}
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
