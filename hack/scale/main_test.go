@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ func TestParseOptionsNamesEachBadFlag(t *testing.T) {
 		{name: "control plane gogc", args: []string{"-control-plane-gogc", "300"}},
 		{name: "control plane gogc not a number", args: []string{"-control-plane-gogc", "lots"},
 			want: []string{`-control-plane-gogc "lots": want a whole number of 1 or more, or off`}},
+		{name: "program gogc", args: []string{"-program-gogc", "800"}},
+		{name: "program gogc negative", args: []string{"-program-gogc", "-5"},
+			want: []string{`-program-gogc "-5": want a whole number of 1 or more, or off`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("scale", flag.ContinueOnError)
@@ -243,5 +247,25 @@ func TestReadCPUSharesReadsThisProgram(t *testing.T) {
 	}
 	if c.Program <= 0 || c.APIServer != 0 || c.Etcd != 0 {
 		t.Errorf("readCPUShares = %+v, want this program's time alone", c)
+	}
+}
+
+func TestOperatorEnvSetsGOGCOnlyWhenAsked(t *testing.T) {
+	inherited := []string{"PATH=/bin", "GOGC=400", "HOME=/root"}
+	for _, tc := range []struct {
+		name, gogc string
+		want       []string
+	}{
+		{name: "the operator's own default", gogc: "", want: []string{"PATH=/bin", "HOME=/root"}},
+		{name: "asked for", gogc: "50", want: []string{"PATH=/bin", "HOME=/root", "GOGC=50"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := operatorEnv(inherited, tc.gogc); !slices.Equal(got, tc.want) {
+				t.Errorf("operatorEnv(%q) = %q, want %q", tc.gogc, got, tc.want)
+			}
+			if inherited[1] != "GOGC=400" {
+				t.Errorf("operatorEnv changed the environment it was given: %q", inherited)
+			}
+		})
 	}
 }

@@ -47,9 +47,7 @@ func startOperator(bin, kubeconfig, logPath, gogc string, extraArgs ...string) (
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
 		"--pprof-bind-address", pprofAddr}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if gogc != "" {
-		cmd.Env = append(os.Environ(), "GOGC="+gogc)
-	}
+	cmd.Env = operatorEnv(os.Environ(), gogc)
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, err
@@ -61,6 +59,17 @@ func startOperator(bin, kubeconfig, logPath, gogc string, extraArgs ...string) (
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// operatorEnv is the operator's environment: this program's, with GOGC set to gogc, or without GOGC when
+// gogc is empty, so that the operator's own default (--gc-percent) applies and not a GOGC this program
+// was started with.
+func operatorEnv(env []string, gogc string) []string {
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "GOGC=") })
+	if gogc != "" {
+		env = append(env, "GOGC="+gogc)
+	}
+	return env
 }
 
 func (p *operatorProcess) kill() {

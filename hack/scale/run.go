@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,10 +40,11 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	w := layout(o)
-	res := result{Design: o.design, GOGC: o.gogc, ControlPlaneGOGC: o.controlPlaneGOGC, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	res := result{Design: o.design, GOGC: o.gogc, ControlPlaneGOGC: o.controlPlaneGOGC, ProgramGOGC: o.programGOGC, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
+	setGCPercent(o.programGOGC)
 	root, work, err := workspace()
 	if err != nil {
 		return res, err
@@ -332,6 +335,20 @@ func setEnv(key, value string) (restore func()) {
 			_ = os.Setenv(key, old)
 		} else {
 			_ = os.Unsetenv(key)
+		}
+	}
+}
+
+// setGCPercent sets this program's own collector's target to gogc (a whole number, or off); Go's
+// default stays when it is empty.
+func setGCPercent(gogc string) {
+	switch {
+	case gogc == "":
+	case gogc == "off":
+		debug.SetGCPercent(-1)
+	default:
+		if n, err := strconv.Atoi(gogc); err == nil {
+			debug.SetGCPercent(n)
 		}
 	}
 }
