@@ -79,6 +79,8 @@ type options struct {
 	heapProfile string
 	// cpuProfile is where to write this program's own CPU profile over the window; none when empty.
 	cpuProfile string
+	// operatorCPUProfile is where to write the operator's CPU profile over the recovery; none when empty.
+	operatorCPUProfile string
 	// gogc is the operator's GOGC; Go's default when empty.
 	gogc string
 	// controlPlaneGOGC is the GOGC of the run's etcd and kube-apiserver; Go's default when empty.
@@ -107,6 +109,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); the operator's own default (manager.DefaultGCPercent) when empty.")
 	fs.StringVar(&o.controlPlaneGOGC, "control-plane-gogc", "", "The GOGC of the run's etcd and kube-apiserver; Go's default, 100, when empty. On a small machine a higher one leaves more of its cores to the requests: it does not change what is measured.")
 	fs.StringVar(&o.programGOGC, "program-gogc", defaultProgramGOGC, "This program's own GOGC: the collector of the members, agents and kubelets it stands in for, which on a cluster run on their own nodes. At Go's default, 100, it took a third of the program's CPU at 20,000 members, cores the API server and the operator need; the program's memory does not count in what is measured.")
+	fs.StringVar(&o.operatorCPUProfile, "operator-cpu-profile", "", "Write the operator's CPU profile over the recovery (-recovery-limit long, whenever the recovery ends) to this file.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")
 	if err := fs.Parse(args); err != nil {
@@ -209,6 +212,13 @@ type result struct {
 	RecoveryMaxSeconds float64 `json:"recoveryMaxSeconds"`
 	RecoveredQueues    int     `json:"recoveredQueues"`
 	Recovered          bool    `json:"recovered"`
+	// OperatorPassesPerSecond are the operator's passes of groups a second over the window. Over the
+	// recovery, RecoveryQueueDepthMax is the most groups its work queue held waiting for a pass (read
+	// every second), and RecoveryQueueWaitSeconds how long the passes that started then waited in it, on
+	// average.
+	OperatorPassesPerSecond  float64 `json:"operatorPassesPerSecond"`
+	RecoveryQueueDepthMax    float64 `json:"recoveryQueueDepthMax"`
+	RecoveryQueueWaitSeconds float64 `json:"recoveryQueueWaitSeconds"`
 	// Overlaps counts the instants at which a queue had two readers, by the members' own records.
 	Overlaps int `json:"overlaps"`
 	// SetupSeconds is the time to create the groups and pods; ReadSeconds from then until every queue had
@@ -234,7 +244,9 @@ operator heap in use        %.1f MiB (GOGC %s); freed, not returned %.1f MiB; st
 operator CPU                %.1f s in all, %.1f s in the window (%.3f of a core)
 cores used in the window    API server %.2f, etcd %.2f, this program (members, agents, kubelets) %.2f
 API requests                %.3f per member per second over %.0f s
+operator passes             %.1f a second in the window
 recovery of a lost node     %d queues, the last after %.1f s (all recovered: %t)
+operator queue in recovery  at most %.0f groups waiting; a pass waited %.2f s on average
 queues read twice           %d
 load                        %s
 `, r.Design, r.Pods, r.Groups, r.Nodes, r.Queues, r.SetupSeconds, r.ReadSeconds,
@@ -242,7 +254,8 @@ load                        %s
 		mib(r.OperatorHeapInuseBytes), cmp.Or(r.GOGC, strconv.Itoa(manager.DefaultGCPercent)), mib(r.OperatorHeapIdleBytes), mib(r.OperatorStackBytes), mib(r.OperatorNextGCBytes),
 		r.OperatorCPUSeconds, r.OperatorWindowCPUSeconds, r.OperatorWindowCPUSeconds/max(r.WindowSeconds, 1),
 		r.APIServerWindowCPUSeconds/max(r.WindowSeconds, 1), r.EtcdWindowCPUSeconds/max(r.WindowSeconds, 1), r.ProgramWindowCPUSeconds/max(r.WindowSeconds, 1),
-		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered, r.Overlaps, r.Load)
+		r.APIRequestsPerMemberSecond, r.WindowSeconds, r.OperatorPassesPerSecond, r.RecoveredQueues, r.RecoveryMaxSeconds, r.Recovered,
+		r.RecoveryQueueDepthMax, r.RecoveryQueueWaitSeconds, r.Overlaps, r.Load)
 	if err != nil {
 		return err
 	}

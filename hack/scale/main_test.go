@@ -269,3 +269,35 @@ func TestOperatorEnvSetsGOGCOnlyWhenAsked(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupQueueOfReadsTheGroupControllerAlone(t *testing.T) {
+	text := []byte(`# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="consumergroup",result="success"} 120
+controller_runtime_reconcile_total{controller="consumergroup",result="requeue_after"} 30
+controller_runtime_reconcile_total{controller="consumergroup",result="error"} 2
+controller_runtime_reconcile_total{controller="routes",result="success"} 999
+# TYPE workqueue_depth gauge
+workqueue_depth{controller="consumergroup",name="consumergroup",priority="0"} 7
+workqueue_depth{controller="consumergroup",name="consumergroup",priority="-100"} 3
+workqueue_depth{controller="routes",name="routes",priority="0"} 50
+workqueue_depth{name="nodeviews"} 40
+# TYPE workqueue_queue_duration_seconds histogram
+workqueue_queue_duration_seconds_bucket{controller="consumergroup",name="consumergroup",le="+Inf"} 150
+workqueue_queue_duration_seconds_sum{controller="consumergroup",name="consumergroup"} 45
+workqueue_queue_duration_seconds_count{controller="consumergroup",name="consumergroup"} 150
+workqueue_queue_duration_seconds_bucket{controller="routes",name="routes",le="+Inf"} 10
+workqueue_queue_duration_seconds_sum{controller="routes",name="routes"} 1000
+workqueue_queue_duration_seconds_count{controller="routes",name="routes"} 10
+`)
+	got, err := groupQueueOf(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (groupQueue{Passes: 152, Depth: 10, WaitSeconds: 45, Waits: 150}); got != want {
+		t.Errorf("groupQueueOf = %+v, want %+v", got, want)
+	}
+	if _, err := groupQueueOf([]byte("# TYPE workqueue_depth gauge\nworkqueue_depth{name=\"routes\"} 1\n")); err == nil ||
+		!strings.Contains(err.Error(), "no controller_runtime_reconcile_total of consumergroup") {
+		t.Errorf("metrics without the group controller: error %v, want one naming what is missing", err)
+	}
+}

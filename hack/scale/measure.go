@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +30,9 @@ type operatorProcess struct {
 	cmd       *exec.Cmd
 	logPath   string
 	pprofAddr string
-	exited    chan struct{}
+	// metricsAddr serves the operator's Prometheus metrics, over plain HTTP on the loopback.
+	metricsAddr string
+	exited      chan struct{}
 }
 
 // startOperator starts the operator's binary; gogc, when not empty, is its GOGC.
@@ -38,21 +41,26 @@ func startOperator(bin, kubeconfig, logPath, gogc string, extraArgs ...string) (
 	if err != nil {
 		return nil, err
 	}
+	metricsAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	// No metrics endpoint and probes on a port of the kernel's choosing: the run reads the API server's
+	// Metrics over plain HTTP on the loopback, where only this machine reaches them, and probes on a port
+	// of the kernel's choosing: the run reads the operator's passes and work queue, the API server's
 	// metrics and the process's memory; its heap profile when asked to.
-	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
-		"--pprof-bind-address", pprofAddr}, extraArgs...)...)
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", "127.0.0.1:0", "--pprof-bind-address", pprofAddr}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = operatorEnv(os.Environ(), gogc)
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, err
 	}
-	p := &operatorProcess{cmd: cmd, logPath: logPath, pprofAddr: pprofAddr, exited: make(chan struct{})}
+	p := &operatorProcess{cmd: cmd, logPath: logPath, pprofAddr: pprofAddr, metricsAddr: metricsAddr, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
@@ -144,6 +152,32 @@ func (p *operatorProcess) saveHeapProfile(ctx context.Context, path string) erro
 	return f.Close()
 }
 
+// saveCPUProfile writes the operator's CPU profile over the next d (go tool pprof reads it) to path.
+func (p *operatorProcess) saveCPUProfile(ctx context.Context, path string, d time.Duration) error {
+	seconds := max(int(d/time.Second), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the operator's CPU profile: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the operator's CPU profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // heapProfile is the body of the operator's heap profile, with query ("?debug=1" for its text form).
 func (p *operatorProcess) heapProfile(ctx context.Context, query string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap"+query, nil)
@@ -159,6 +193,73 @@ func (p *operatorProcess) heapProfile(ctx context.Context, query string) (io.Rea
 		return nil, fmt.Errorf("reading the operator's heap profile: %s", resp.Status)
 	}
 	return resp.Body, nil
+}
+
+// groupQueue is what the operator's metrics say of its groups' passes and their work queue
+// (controller-runtime's controller_runtime_reconcile_total, workqueue_depth and
+// workqueue_queue_duration_seconds, for the consumergroup controller): the passes run so far, the groups
+// waiting for one now, and the seconds the passes run so far waited in the queue, in all.
+type groupQueue struct {
+	Passes, Depth, WaitSeconds, Waits float64
+}
+
+// groupQueue reads the operator's groupQueue.
+func (p *operatorProcess) groupQueue(ctx context.Context) (groupQueue, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
+	if err != nil {
+		return groupQueue{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %s", resp.Status)
+	}
+	text, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	return groupQueueOf(text)
+}
+
+// groupControllerName is the controller whose passes and queue groupQueue reads.
+const groupControllerName = "consumergroup"
+
+// groupQueueOf reads groupQueue from the operator's metrics in the Prometheus text format.
+func groupQueueOf(text []byte) (groupQueue, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	var q groupQueue
+	found := map[string]bool{}
+	for _, f := range []struct {
+		family, label string
+		read          func(*dto.Metric)
+	}{
+		{"controller_runtime_reconcile_total", "controller", func(m *dto.Metric) { q.Passes += m.GetCounter().GetValue() }},
+		{"workqueue_depth", "name", func(m *dto.Metric) { q.Depth += m.GetGauge().GetValue() }},
+		{"workqueue_queue_duration_seconds", "name", func(m *dto.Metric) {
+			q.WaitSeconds += m.GetHistogram().GetSampleSum()
+			q.Waits += float64(m.GetHistogram().GetSampleCount())
+		}},
+	} {
+		for _, m := range families[f.family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == f.label && l.GetValue() == groupControllerName {
+					f.read(m)
+					found[f.family] = true
+				}
+			}
+		}
+		if !found[f.family] {
+			return groupQueue{}, fmt.Errorf("the operator's metrics have no %s of %s", f.family, groupControllerName)
+		}
+	}
+	return q, nil
 }
 
 // freeLoopbackAddr is a loopback address with a port nobody listens on now.

@@ -186,10 +186,16 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	if agents != nil {
 		agents.cutOff(w.nodes[cut])
 	}
-	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
+	watched, err := watchRecovery(ctx, op, o)
 	if err != nil {
 		return failed(err)
 	}
+	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
+	queue, watchErr := watched()
+	if err := errors.Join(err, watchErr); err != nil {
+		return failed(err)
+	}
+	res.RecoveryQueueDepthMax, res.RecoveryQueueWaitSeconds = queue.Depth, queue.WaitSeconds
 	res.RecoveryMaxSeconds, res.RecoveredQueues, res.Recovered = rec.longest.Seconds(), rec.queues, rec.complete
 	res.Overlaps = len(ownership.Violations())
 	for _, v := range ownership.Violations() {
@@ -393,6 +399,10 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 	if err != nil {
 		return err
 	}
+	queueBefore, err := op.groupQueue(ctx)
+	if err != nil {
+		return err
+	}
 	ownBefore, windowStart := own.Load(), time.Now()
 	cpuBefore, err := op.cpuSeconds()
 	if err != nil {
@@ -415,6 +425,11 @@ func measureWindow(ctx context.Context, o options, op *operatorProcess, metricsC
 		return err
 	}
 	res.WindowSeconds = time.Since(windowStart).Seconds()
+	queueAfter, err := op.groupQueue(ctx)
+	if err != nil {
+		return err
+	}
+	res.OperatorPassesPerSecond = (queueAfter.Passes - queueBefore.Passes) / res.WindowSeconds
 	if res.OperatorCPUSeconds, err = op.cpuSeconds(); err != nil {
 		return err
 	}
@@ -715,6 +730,50 @@ func cutNode(ctx context.Context, k *kubelets, own *testenv.Ownership, members [
 	defer mu.Unlock()
 	rec.longest = o.recoveryLimit
 	return rec, nil
+}
+
+// watchRecovery reads the operator's group queue every second from now on, and its CPU profile when
+// o.operatorCPUProfile asks for it, until the function it returns is called. That returns the most groups
+// waiting at any read, and how long the passes that started meanwhile waited, on average.
+func watchRecovery(ctx context.Context, op *operatorProcess, o options) (done func() (groupQueue, error), err error) {
+	first, err := op.groupQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	profiled := make(chan error, 1)
+	if o.operatorCPUProfile != "" {
+		go func() { profiled <- op.saveCPUProfile(ctx, o.operatorCPUProfile, o.recoveryLimit) }()
+	} else {
+		profiled <- nil
+	}
+	deepest := first.Depth
+	last := first
+	sampled := make(chan error, 1)
+	go func() {
+		defer close(sampled)
+		for sleep(ctx, time.Second) == nil {
+			q, err := op.groupQueue(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					sampled <- err
+				}
+				return
+			}
+			deepest, last = max(deepest, q.Depth), q
+		}
+	}()
+	return func() (groupQueue, error) {
+		// The profile runs its whole length: it is written only once it ends.
+		profileErr := <-profiled
+		stop()
+		sampleErr := <-sampled
+		out := groupQueue{Depth: deepest}
+		if n := last.Waits - first.Waits; n > 0 {
+			out.WaitSeconds = (last.WaitSeconds - first.WaitSeconds) / n
+		}
+		return out, errors.Join(profileErr, sampleErr)
+	}, nil
 }
 
 // sleep waits d or until ctx ends.
