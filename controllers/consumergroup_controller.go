@@ -166,7 +166,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if statusWait > 0 && (requeue <= 0 || requeue > statusWait) {
 		requeue = statusWait // the acknowledgements the status has yet to show
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: requeue, Priority: passPriority(&d.Report)}, nil
 }
 
 // nodeViewPoll is how soon a pass that asked for node view writes, with a promise waiting on them, runs

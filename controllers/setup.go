@@ -89,7 +89,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		if err != nil {
 			return err
 		}
-		b = b.WatchesRawSource(nodeLeases).WatchesRawSource(source.Channel(r.lateNodes.woken, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(nodeLeases).WatchesRawSource(source.Channel(r.lateNodes.woken, enqueueUrgently()))
 	}
 	return b.
 		Named("consumergroup").
