@@ -60,8 +60,8 @@ func main() {
 }
 
 // defaultProgramGOGC is this program's own collector's target unless -program-gogc says otherwise: four
-// times Go's default, which costs memory the machine has (the run stops with an error below
-// -min-available-memory) and gives the control plane back much of the program's CPU.
+// times Go's default, under a soft memory limit of half the memory available (setProgramGC), gives the
+// control plane back much of the program's CPU.
 const defaultProgramGOGC = "400"
 
 // options are what the command line asks for.
@@ -108,7 +108,7 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.IntVar(&o.startRate, "start-rate", 0, "Members started a second, as a rollout starts them; 0 starts them all at once.")
 	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); the operator's own default (manager.DefaultGCPercent) when empty.")
 	fs.StringVar(&o.controlPlaneGOGC, "control-plane-gogc", "", "The GOGC of the run's etcd and kube-apiserver; Go's default, 100, when empty. On a small machine a higher one leaves more of its cores to the requests: it does not change what is measured.")
-	fs.StringVar(&o.programGOGC, "program-gogc", defaultProgramGOGC, "This program's own GOGC: the collector of the members, agents and kubelets it stands in for, which on a cluster run on their own nodes. At Go's default, 100, it took a third of the program's CPU at 20,000 members, cores the API server and the operator need; the program's memory does not count in what is measured.")
+	fs.StringVar(&o.programGOGC, "program-gogc", defaultProgramGOGC, "This program's own GOGC: the collector of the members, agents and kubelets it stands in for, which on a cluster run on their own nodes. At Go's default, 100, it took a third of the program's CPU at 20,000 members, cores the API server and the operator need; the program's memory does not count in what is measured. Above 100 (or off), the program's soft memory limit is half of the memory available beyond -min-available-memory.")
 	fs.StringVar(&o.operatorCPUProfile, "operator-cpu-profile", "", "Write the operator's CPU profile over the recovery (-recovery-limit long, whenever the recovery ends) to this file.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -299,5 +300,33 @@ workqueue_queue_duration_seconds_count{controller="routes",name="routes"} 10
 	if _, err := groupQueueOf([]byte("# TYPE workqueue_depth gauge\nworkqueue_depth{name=\"routes\"} 1\n")); err == nil ||
 		!strings.Contains(err.Error(), "no controller_runtime_reconcile_total of consumergroup") {
 		t.Errorf("metrics without the group controller: error %v, want one naming what is missing", err)
+	}
+}
+
+func TestSetProgramGCLimitsMemoryAboveGosDefault(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		name, gogc string
+		wantGOGC   int
+		wantLimit  int64
+	}{
+		{name: "above the default", gogc: "400", wantGOGC: 400, wantLimit: 4 * gib},
+		{name: "off", gogc: "off", wantGOGC: -1, wantLimit: 4 * gib},
+		{name: "below the default", gogc: "50", wantGOGC: 50, wantLimit: math.MaxInt64},
+		{name: "empty: Go's default", gogc: "", wantGOGC: 100, wantLimit: math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			setProgramGC(tc.gogc, 10*gib, 2*gib)
+			if got := debug.SetGCPercent(100); got != tc.wantGOGC {
+				t.Errorf("GOGC %d, want %d", got, tc.wantGOGC)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
+				t.Errorf("memory limit %d, want %d", got, tc.wantLimit)
+			}
+		})
 	}
 }

@@ -502,8 +502,7 @@ func checkRoom(o options, r result) error {
 	const perPod = 400 << 10
 	// Without /proc/meminfo (not Linux) available is 0 and the check passes: the watch during the run is
 	// all there is.
-	meminfo, _ := os.ReadFile("/proc/meminfo")
-	available := procFields(meminfo, "MemAvailable:")["MemAvailable:"] << 10
+	available := memAvailable()
 	need := int64(r.Pods)*perPod + o.minAvailableMemory + 1<<30
 	if available > 0 && available < need {
 		return fmt.Errorf("not enough memory for %d pods: about %d MiB needed (%d KiB a pod, 1 GiB for the operator and the control plane, %d MiB kept free), %d MiB available",
@@ -512,6 +511,12 @@ func checkRoom(o options, r result) error {
 	// Open files are room too: raised here, before the control plane starts and inherits the limit.
 	_, err := raiseFileLimit(r.Nodes)
 	return err
+}
+
+// memAvailable is the machine's available memory (MemAvailable), in bytes; 0 when it cannot be read.
+func memAvailable() int64 {
+	meminfo, _ := os.ReadFile("/proc/meminfo")
+	return procFields(meminfo, "MemAvailable:")["MemAvailable:"] << 10
 }
 
 // watchRoom cancels the run, saying why, once the machine's available memory falls below minAvailable or

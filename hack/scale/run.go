@@ -44,7 +44,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
-	setGCPercent(o.programGOGC)
+	setProgramGC(o.programGOGC, memAvailable(), o.minAvailableMemory)
 	root, work, err := workspace()
 	if err != nil {
 		return res, err
@@ -345,19 +345,31 @@ func setEnv(key, value string) (restore func()) {
 	}
 }
 
-// setGCPercent sets this program's own collector's target to gogc (a whole number, or off); Go's
-// default stays when it is empty.
-func setGCPercent(gogc string) {
+// setProgramGC sets this program's own collector's target to gogc (a whole number, or off); Go's default
+// stays when it is empty. A target above Go's default comes with a soft memory limit of half of what the
+// machine has available beyond minAvailable, so that the collector works harder before the run's own
+// watch on memory (watchRoom) stops it: at 9,000 members, GOGC 400 alone held 7 GiB.
+func setProgramGC(gogc string, available, minAvailable int64) {
+	n := 100
 	switch {
 	case gogc == "":
+		return
 	case gogc == "off":
-		debug.SetGCPercent(-1)
+		n = -1
 	default:
-		if n, err := strconv.Atoi(gogc); err == nil {
-			debug.SetGCPercent(n)
+		var err error
+		if n, err = strconv.Atoi(gogc); err != nil {
+			return
 		}
 	}
+	debug.SetGCPercent(n)
+	if (n < 0 || n > 100) && available > minAvailable {
+		debug.SetMemoryLimit(programMemoryLimit(available, minAvailable))
+	}
 }
+
+// programMemoryLimit is the program's soft memory limit with a collector target above Go's default.
+func programMemoryLimit(available, minAvailable int64) int64 { return (available - minAvailable) / 2 }
 
 // unlimited is cfg without a client-side rate limit: setup is not what is measured.
 func unlimited(cfg *rest.Config) *rest.Config {
