@@ -744,30 +744,31 @@ func cutNode(ctx context.Context, k *kubelets, own *testenv.Ownership, members [
 	return rec, nil
 }
 
-// watchRecovery reads the operator's group queue every second from now on, and its CPU profile when
-// o.operatorCPUProfile asks for it, until the function it returns is called. That returns the most groups
-// waiting at any read, and how long the passes that started meanwhile waited, on average.
+// watchRecovery reads the operator's group queue every second from now on until the function it returns
+// is called, and its CPU profile over o.recoveryLimit when o.operatorCPUProfile asks for it. That function
+// returns the most groups waiting at any read, and how long the passes that started meanwhile waited, on
+// average; with a profile, it returns once the profile is written.
 func watchRecovery(ctx context.Context, op *operatorProcess, o options) (done func() (groupQueue, error), err error) {
 	first, err := op.groupQueue(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := context.WithCancel(ctx)
 	profiled := make(chan error, 1)
 	if o.operatorCPUProfile != "" {
 		go func() { profiled <- op.saveCPUProfile(ctx, o.operatorCPUProfile, o.recoveryLimit) }()
 	} else {
 		profiled <- nil
 	}
+	sampling, stopSampling := context.WithCancel(ctx)
 	deepest := first.Depth
 	last := first
 	sampled := make(chan error, 1)
 	go func() {
 		defer close(sampled)
-		for sleep(ctx, time.Second) == nil {
-			q, err := op.groupQueue(ctx)
+		for sleep(sampling, time.Second) == nil {
+			q, err := op.groupQueue(sampling)
 			if err != nil {
-				if ctx.Err() == nil {
+				if sampling.Err() == nil {
 					sampled <- err
 				}
 				return
@@ -776,10 +777,10 @@ func watchRecovery(ctx context.Context, op *operatorProcess, o options) (done fu
 		}
 	}()
 	return func() (groupQueue, error) {
+		stopSampling()
+		sampleErr := <-sampled
 		// The profile runs its whole length: it is written only once it ends.
 		profileErr := <-profiled
-		stop()
-		sampleErr := <-sampled
 		out := groupQueue{Depth: deepest}
 		if n := last.Waits - first.Waits; n > 0 {
 			out.WaitSeconds = (last.WaitSeconds - first.WaitSeconds) / n
