@@ -47,6 +47,10 @@ func main() {
 	defer stop()
 	res, err := run(ctx, opts, os.Stderr)
 	if err != nil {
+		// What the window measured is kept when a later step fails.
+		if res.WindowSeconds > 0 {
+			_ = printResult(os.Stdout, opts.format, res)
+		}
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}

@@ -182,13 +182,15 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
 
 	const cut = 0
-	say("cutting off %s", w.nodes[cut])
-	if agents != nil {
-		agents.cutOff(w.nodes[cut])
-	}
+	// The readings start before the cut: the node's members fence themselves within seconds of losing
+	// their agent, and the queues to recover are those they read until then.
 	watched, err := watchRecovery(ctx, op, o)
 	if err != nil {
 		return failed(err)
+	}
+	say("cutting off %s", w.nodes[cut])
+	if agents != nil {
+		agents.cutOff(w.nodes[cut])
 	}
 	rec, err := cutNode(ctx, kubelets, ownership, members, w, cut, o)
 	queue, watchErr := watched()
