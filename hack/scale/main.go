@@ -218,8 +218,8 @@ type result struct {
 	Recovered          bool    `json:"recovered"`
 	// OperatorPassesPerSecond are the operator's passes of groups a second over the window. Over the
 	// recovery, RecoveryQueueDepthMax is the most groups its work queue held waiting for a pass (read
-	// every second), and RecoveryQueueWaitSeconds how long the passes that started then waited in it, on
-	// average.
+	// every recoveryReadInterval), and RecoveryQueueWaitSeconds how long the passes that started then
+	// waited in it, on average.
 	OperatorPassesPerSecond  float64 `json:"operatorPassesPerSecond"`
 	RecoveryQueueDepthMax    float64 `json:"recoveryQueueDepthMax"`
 	RecoveryQueueWaitSeconds float64 `json:"recoveryQueueWaitSeconds"`
