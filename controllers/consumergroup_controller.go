@@ -138,11 +138,14 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Every object of generation d.report.generation is written: members' promises run from now.
 		r.memory.WithSightings(req.NamespacedName, now, func(s *observe.Sightings) { s.Wrote(d.Report.Generation, r.Clock.Now()) })
 	}
+	// The node views' lines are asked for as soon as the generation is published, before the status
+	// write: their writes, which a revocation's promise waits on, then go on beside it rather than after
+	// it, and a status write that fails does not hold them back.
+	linesAsked := r.syncNodeViews(group, obs, lines, d)
 	res, statusWait, err := r.recordStatus(ctx, group, &d.Report, now)
 	if err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	linesAsked := r.syncNodeViews(group, obs, lines, d)
 	if d.Report.Rebalance.Published {
 		log.FromContext(ctx).Info("Published assignment", "generation", d.Report.Generation,
 			"members", len(d.Report.Members), "queues", d.Report.QueueCount, "moved", d.Report.Rebalance.Moved, "objects", len(d.Write.ConfigMaps))
