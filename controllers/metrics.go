@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -76,6 +77,8 @@ func init() {
 type groupCollector struct {
 	mu     sync.Mutex
 	groups map[types.NamespacedName]*groupSeries
+	// pairs are the label pairs the groups' series share.
+	pairs labelPairs
 }
 
 // groupSeries is one group's values.
@@ -139,16 +142,76 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, s := range c.groups {
-		s.collect(ch, key.Namespace, key.Name)
+		s.collect(ch, &c.pairs, key.Namespace, key.Name)
 	}
 }
 
-func (s *groupSeries) collect(ch chan<- prometheus.Metric, ns, name string) {
+// labelPairs are label pairs made once and shared by every series that carries them: a scrape of
+// client_golang's const metrics makes each series' pairs anew, two or four of them, and at 2,000 groups
+// of 45 series each that came to about 25 MB of heap for every scrape, a sixth of the operator's heap at
+// 20,000 pods (docs/performance.md). Only Collect uses them, under groupCollector.mu.
+type labelPairs map[[2]string]*dto.LabelPair
+
+// pair is the shared label pair name=value.
+func (p *labelPairs) pair(name, value string) *dto.LabelPair {
+	if *p == nil {
+		*p = labelPairs{}
+	}
+	key := [2]string{name, value}
+	lp := (*p)[key]
+	if lp == nil {
+		lp = &dto.LabelPair{Name: &key[0], Value: &key[1]}
+		(*p)[key] = lp
+	}
+	return lp
+}
+
+// forgetValues drops the pairs of a label whose values come and go with groups (namespaces and names),
+// so that a long-lived operator keeps only those of its groups now.
+func (p labelPairs) forgetValues(name, value string) { delete(p, [2]string{name, value}) }
+
+// groupMetric is one series of a group: a gauge or a counter, with its labels sorted by name as the
+// registry wants them and shared with the group's other series.
+type groupMetric struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	value   float64
+	counter bool
+}
+
+func (m *groupMetric) Desc() *prometheus.Desc { return m.desc }
+
+// Write fills out with the series. The labels are shared and never changed: the registry copies them
+// before it sorts them, and the series it writes are read only.
+func (m *groupMetric) Write(out *dto.Metric) error {
+	out.Label = m.labels
+	if m.counter {
+		out.Counter = &dto.Counter{Value: &m.value}
+	} else {
+		out.Gauge = &dto.Gauge{Value: &m.value}
+	}
+	return nil
+}
+
+func (s *groupSeries) collect(ch chan<- prometheus.Metric, pairs *labelPairs, ns, name string) {
+	// Label names sort as group, namespace, then the extras (reason; status, type).
+	base := []*dto.LabelPair{pairs.pair("group", name), pairs.pair("namespace", ns)}
+	labelled := func(extra []string) []*dto.LabelPair {
+		if len(extra) == 0 {
+			return base
+		}
+		out := make([]*dto.LabelPair, 0, len(base)+len(extra)/2)
+		out = append(out, base...)
+		for i := 0; i+1 < len(extra); i += 2 {
+			out = append(out, pairs.pair(extra[i], extra[i+1]))
+		}
+		return out
+	}
 	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{ns, name}, extra...)...)
+		ch <- &groupMetric{desc: d, labels: labelled(extra), value: v}
 	}
 	counter := func(d *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{ns, name}, extra...)...)
+		ch <- &groupMetric{desc: d, labels: labelled(extra), value: v, counter: true}
 	}
 	gauge(membersDesc, s.members)
 	gauge(queuesDesc, s.queues)
@@ -173,7 +236,7 @@ func (s *groupSeries) collect(ch chan<- prometheus.Metric, ns, name string) {
 	}
 	for i, n := range s.rebalances {
 		if n > 0 {
-			counter(rebalancesDesc, float64(n), rebalanceReasons[i])
+			counter(rebalancesDesc, float64(n), "reason", rebalanceReasons[i])
 		}
 	}
 	if h := s.handoffs; h.count > 0 {
@@ -186,7 +249,7 @@ func (s *groupSeries) collect(ch chan<- prometheus.Metric, ns, name string) {
 		ch <- prometheus.MustNewConstHistogram(handoffDesc, h.count, h.sum, cumulative, ns, name)
 	}
 	for reason, n := range s.routeErrors {
-		counter(routeErrorsDesc, float64(n), reason)
+		counter(routeErrorsDesc, float64(n), "reason", reason)
 	}
 	for _, c := range s.conditions {
 		for _, status := range conditionStatuses {
@@ -194,7 +257,7 @@ func (s *groupSeries) collect(ch chan<- prometheus.Metric, ns, name string) {
 			if c.status == status {
 				v = 1
 			}
-			gauge(conditionDesc, v, c.condition, string(status))
+			gauge(conditionDesc, v, "status", string(status), "type", c.condition)
 		}
 	}
 }
@@ -219,6 +282,9 @@ func (c *groupCollector) forget(group types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.groups, group)
+	// Another group of the name, or of the namespace, makes its pair again at the next scrape.
+	c.pairs.forgetValues("group", group.Name)
+	c.pairs.forgetValues("namespace", group.Namespace)
 }
 
 // Rebalance reasons.

@@ -45,6 +45,7 @@ func main() {
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	setProgramGC(opts.programGOGC, memAvailable(), opts.minAvailableMemory)
 	res, err := run(ctx, opts, os.Stderr)
 	if err != nil {
 		// What the window measured is kept when a later step fails.

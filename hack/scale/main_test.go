@@ -330,3 +330,22 @@ func TestSetProgramGCLimitsMemoryAboveGosDefault(t *testing.T) {
 		})
 	}
 }
+
+func TestBusiestNodeIsTheOneWhoseMembersReadMost(t *testing.T) {
+	nodes := []string{"node-0", "node-1", "node-2"}
+	for _, tc := range []struct {
+		name    string
+		reading map[string]int
+		want    int
+	}{
+		{name: "the first node's members fenced", reading: map[string]int{"node-0": 0, "node-1": 16, "node-2": 15}, want: 1},
+		{name: "a tie goes to the first", reading: map[string]int{"node-0": 16, "node-1": 16, "node-2": 16}, want: 0},
+		{name: "nobody reads", reading: map[string]int{}, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := busiestNode(nodes, func(n string) int { return tc.reading[n] }); got != tc.want {
+				t.Errorf("busiestNode = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -44,7 +44,6 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
-	setProgramGC(o.programGOGC, memAvailable(), o.minAvailableMemory)
 	root, work, err := workspace()
 	if err != nil {
 		return res, err
@@ -181,13 +180,13 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	res.Load = testenv.LoadAverage()
 	say("%.3f API requests per member per second; operator RSS %.1f MiB", res.APIRequestsPerMemberSecond, float64(res.OperatorRSSBytes)/(1<<20))
 
-	const cut = 0
 	// The readings start before the cut: the node's members fence themselves within seconds of losing
 	// their agent, and the queues to recover are those they read until then.
 	watched, err := watchRecovery(ctx, op, o)
 	if err != nil {
 		return failed(err)
 	}
+	cut := busiestNode(w.nodes, readersOn(ownership, members))
 	say("cutting off %s", w.nodes[cut])
 	if agents != nil {
 		agents.cutOff(w.nodes[cut])
@@ -352,7 +351,7 @@ func setEnv(key, value string) (restore func()) {
 // machine has available beyond minAvailable, so that the collector works harder before the run's own
 // watch on memory (watchRoom) stops it: at 9,000 members, GOGC 400 alone held 7 GiB.
 func setProgramGC(gogc string, available, minAvailable int64) {
-	n := 100
+	var n int
 	switch {
 	case gogc == "":
 		return
@@ -682,6 +681,32 @@ type recovery struct {
 	queues   int
 	longest  time.Duration
 	complete bool
+}
+
+// busiestNode is the index of the node whose members read the most queues now, the first of them on a
+// tie: on a saturated machine the members of one node may all be fenced for a moment (their agent's read
+// late), and a node whose members read nothing has nothing to recover.
+func busiestNode(nodes []string, reading func(node string) int) int {
+	busiest, most := 0, -1
+	for i, node := range nodes {
+		if n := reading(node); n > most {
+			busiest, most = i, n
+		}
+	}
+	return busiest
+}
+
+// readersOn counts the queues the members on a node read now, from their own records.
+func readersOn(own *testenv.Ownership, members []*testenv.SimMember) func(node string) int {
+	return func(node string) int {
+		n := 0
+		for _, m := range members {
+			if m.Pod.Spec.NodeName == node {
+				n += len(own.Reading(m.Reader()))
+			}
+		}
+		return n
+	}
 }
 
 // cutNode stops node n's kubelet and cuts its members off the API server, as a lost or partitioned node,
