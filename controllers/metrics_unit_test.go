@@ -216,15 +216,26 @@ func (g gathered) value(name string, labels map[string]string) float64 {
 	}
 }
 
+// settledGroupSeries sets a group's series as a pass of a settled group with handoffs and its eight
+// conditions leaves them.
+func settledGroupSeries(s *groupSeries) {
+	s.members, s.queues, s.generation = 10, 16, 7
+	s.bytes = optional{900, true}
+	s.published = true
+	s.rebalances[0], s.rebalances[1] = 1, 3
+	s.handoffs.observe(1.5)
+	conditions := make([]conditionStatus, len(v1alpha1.ConditionTypes))
+	for i, c := range v1alpha1.ConditionTypes {
+		conditions[i] = conditionStatus{c, metav1.ConditionFalse}
+	}
+	s.conditions = append(s.conditions[:0], conditions...)
+}
+
 // BenchmarkGroupSeriesMemory reports the bytes of heap that one group's metrics hold between scrapes, as a
 // pass of a settled group with handoffs and its eight conditions leaves them.
 //
 //	go test ./controllers -run '^$' -bench GroupSeriesMemory -count 6
 func BenchmarkGroupSeriesMemory(b *testing.B) {
-	conditions := make([]conditionStatus, len(v1alpha1.ConditionTypes))
-	for i, c := range v1alpha1.ConditionTypes {
-		conditions[i] = conditionStatus{c, metav1.ConditionFalse}
-	}
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -238,14 +249,7 @@ func BenchmarkGroupSeriesMemory(b *testing.B) {
 		keys := make([]types.NamespacedName, groups)
 		for g := range keys {
 			keys[g] = types.NamespacedName{Namespace: fmt.Sprintf("bench-%d-ns-%d", i, g/50), Name: fmt.Sprintf("group-%d", g)}
-			groupMetrics.update(keys[g], func(s *groupSeries) {
-				s.members, s.queues, s.generation = 10, 16, 7
-				s.bytes = optional{900, true}
-				s.published = true
-				s.rebalances[0], s.rebalances[1] = 1, 3
-				s.handoffs.observe(1.5)
-				s.conditions = append(s.conditions[:0], conditions...)
-			})
+			groupMetrics.update(keys[g], settledGroupSeries)
 		}
 		perGroup = float64(heap()-before) / groups
 		for _, k := range keys {
@@ -340,22 +344,11 @@ func TestGroupSeriesShareTheirLabelPairs(t *testing.T) {
 //
 //	go test ./controllers -run '^$' -bench GroupMetricsGather -count 6
 func BenchmarkGroupMetricsGather(b *testing.B) {
-	conditions := make([]conditionStatus, len(v1alpha1.ConditionTypes))
-	for i, c := range v1alpha1.ConditionTypes {
-		conditions[i] = conditionStatus{c, metav1.ConditionFalse}
-	}
 	const groups = 1000
 	keys := make([]types.NamespacedName, groups)
 	for g := range keys {
 		keys[g] = types.NamespacedName{Namespace: fmt.Sprintf("gather-ns-%d", g/50), Name: fmt.Sprintf("group-%d", g)}
-		groupMetrics.update(keys[g], func(s *groupSeries) {
-			s.members, s.queues, s.generation = 10, 16, 7
-			s.bytes = optional{900, true}
-			s.published = true
-			s.rebalances[0], s.rebalances[1] = 1, 3
-			s.handoffs.observe(1.5)
-			s.conditions = append(s.conditions[:0], conditions...)
-		})
+		groupMetrics.update(keys[g], settledGroupSeries)
 	}
 	b.Cleanup(func() {
 		for _, k := range keys {
