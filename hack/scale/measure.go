@@ -136,7 +136,18 @@ func memStatsOf(text string) (memStats, error) {
 
 // saveHeapProfile writes the operator's heap profile (go tool pprof reads it) to path.
 func (p *operatorProcess) saveHeapProfile(ctx context.Context, path string) error {
-	body, err := p.heapProfile(ctx, "")
+	return p.save(ctx, "http://"+p.pprofAddr+"/debug/pprof/heap", "heap profile", path)
+}
+
+// saveCPUProfile writes the operator's CPU profile over the next d (go tool pprof reads it) to path.
+func (p *operatorProcess) saveCPUProfile(ctx context.Context, path string, d time.Duration) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, max(int(d/time.Second), 1))
+	return p.save(ctx, url, "CPU profile", path)
+}
+
+// save writes the body of what the operator serves at url (its what, for errors) to path.
+func (p *operatorProcess) save(ctx context.Context, url, what, path string) error {
+	body, err := p.get(ctx, url, what)
 	if err != nil {
 		return err
 	}
@@ -152,45 +163,24 @@ func (p *operatorProcess) saveHeapProfile(ctx context.Context, path string) erro
 	return f.Close()
 }
 
-// saveCPUProfile writes the operator's CPU profile over the next d (go tool pprof reads it) to path.
-func (p *operatorProcess) saveCPUProfile(ctx context.Context, path string, d time.Duration) error {
-	seconds := max(int(d/time.Second), 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, seconds), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("reading the operator's CPU profile: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("reading the operator's CPU profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // heapProfile is the body of the operator's heap profile, with query ("?debug=1" for its text form).
 func (p *operatorProcess) heapProfile(ctx context.Context, query string) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprofAddr+"/debug/pprof/heap"+query, nil)
+	return p.get(ctx, "http://"+p.pprofAddr+"/debug/pprof/heap"+query, "heap profile")
+}
+
+// get is the body of what the operator serves at url, its what (for errors), once it answered 200.
+func (p *operatorProcess) get(ctx context.Context, url, what string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("reading the operator's heap profile: %w", err)
+		return nil, fmt.Errorf("reading the operator's %s: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("reading the operator's heap profile: %s", resp.Status)
+		return nil, fmt.Errorf("reading the operator's %s: %s", what, resp.Status)
 	}
 	return resp.Body, nil
 }
@@ -205,19 +195,12 @@ type groupQueue struct {
 
 // groupQueue reads the operator's groupQueue.
 func (p *operatorProcess) groupQueue(ctx context.Context) (groupQueue, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
+	body, err := p.get(ctx, "http://"+p.metricsAddr+"/metrics", "metrics")
 	if err != nil {
 		return groupQueue{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %s", resp.Status)
-	}
-	text, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	defer func() { _ = body.Close() }()
+	text, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	if err != nil {
 		return groupQueue{}, fmt.Errorf("reading the operator's metrics: %w", err)
 	}
