@@ -34,6 +34,7 @@ type config struct {
 	maxClockSkew       time.Duration
 	joinWindow         time.Duration
 	ackStatusInterval  time.Duration
+	concurrentPasses   int
 	gcPercent          int
 	nameServers        manager.NameServerFlags
 	election           manager.LeaderElectionTimings
@@ -79,6 +80,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.DurationVar(&c.ackStatusInterval, "ack-status-interval", manager.DefaultAckStatusInterval,
 		"The least time between two writes of a group's status that change only its members' acknowledged generations; "+
 			"the first after a quiet interval is written at once, those within it together at its end. 0 writes each at once.")
+	fs.IntVar(&c.concurrentPasses, "concurrent-passes", manager.DefaultConcurrentPasses,
+		"How many groups' passes run at once; a group's own passes never overlap. A pass mostly waits on the API server, "+
+			"and a lost node needs one that writes for every group with a pod on it.")
 	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
 		"The one namespace where ClusterNameServers' Secrets (credentials, CA certificates) are read (default: the pod's namespace). "+
 			"The operator's Role lets it read Secrets there and nowhere else.")
@@ -112,11 +116,14 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 		return nil, err
 	}
 	c.clientLimit.QPS = float32(qps)
-	var gcErr error
+	var valueErr error
 	if c.gcPercent < 1 {
-		gcErr = fmt.Errorf("--gc-percent %d: want 1 or more", c.gcPercent)
+		valueErr = fmt.Errorf("--gc-percent %d: want 1 or more", c.gcPercent)
 	}
-	return c, errors.Join(c.election.Validate(), c.clientLimit.Validate(), c.metrics.Validate(), gcErr)
+	if c.concurrentPasses < 1 {
+		valueErr = errors.Join(valueErr, fmt.Errorf("--concurrent-passes %d: want 1 or more", c.concurrentPasses))
+	}
+	return c, errors.Join(c.election.Validate(), c.clientLimit.Validate(), c.metrics.Validate(), valueErr)
 }
 
 func main() {
@@ -161,7 +168,7 @@ func main() {
 		setupLog.Error(err, "Invalid --inline-name-server-cidrs")
 		os.Exit(2)
 	}
-	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace, JoinWindow: c.joinWindow, AckStatusInterval: c.ackStatusInterval}); err != nil {
+	if err := manager.Setup(ctx, mgr, manager.Settings{MaxClockSkew: c.maxClockSkew, NameServers: nameServers, NodeViewsNamespace: c.nodeViewsNamespace, JoinWindow: c.joinWindow, AckStatusInterval: c.ackStatusInterval, ConcurrentPasses: c.concurrentPasses}); err != nil {
 		setupLog.Error(err, "Failed to set up the controller")
 		os.Exit(1)
 	}

@@ -31,18 +31,21 @@ func TestDefaultFlags(t *testing.T) {
 	if c.gcPercent != manager.DefaultGCPercent {
 		t.Errorf("garbage collector's target %d, want %d", c.gcPercent, manager.DefaultGCPercent)
 	}
+	if c.concurrentPasses != 16 {
+		t.Errorf("%d passes at once, want 16", c.concurrentPasses)
+	}
 	if c.clientLimit != manager.DefaultClientRateLimit || c.election != manager.DefaultLeaderElection {
 		t.Errorf("defaults %+v, %+v differ from internal/manager's", c.clientLimit, c.election)
 	}
 }
 
 func TestFlags(t *testing.T) {
-	c, err := parse(t, "--kube-api-qps=50", "--kube-api-burst=60", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080", "--gc-percent=60")
+	c, err := parse(t, "--kube-api-qps=50", "--kube-api-burst=60", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080", "--gc-percent=60", "--concurrent-passes=3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.gcPercent != 60 {
-		t.Errorf("--gc-percent=60 gave %d", c.gcPercent)
+	if c.gcPercent != 60 || c.concurrentPasses != 3 {
+		t.Errorf("--gc-percent=60 --concurrent-passes=3 gave %d and %d", c.gcPercent, c.concurrentPasses)
 	}
 	if c.clientLimit != (manager.ClientRateLimit{QPS: 50, Burst: 60}) || c.metrics.Secure || c.metrics.BindAddress != "127.0.0.1:8080" {
 		t.Errorf("flags gave %+v and %+v", c.clientLimit, c.metrics)
@@ -53,6 +56,7 @@ func TestFlags(t *testing.T) {
 		{"--metrics-cert-path=" + t.TempDir()}, // no tls.crt or tls.key in it
 		{"--leader-elect-lease-duration=1s"},
 		{"--gc-percent=0"},
+		{"--concurrent-passes=0"},
 	} {
 		if _, err := parse(t, args...); err == nil {
 			t.Errorf("%q accepted", args)

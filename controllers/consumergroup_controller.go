@@ -61,6 +61,8 @@ type ConsumerGroupReconciler struct {
 	// AckStatusInterval is the least time between two status writes of a group that change only its
 	// members' acknowledged generations (plan.StatusWriteWait); 0 writes each at once.
 	AckStatusInterval time.Duration
+	// ConcurrentPasses is how many groups' passes run at once (DefaultConcurrentPasses when zero).
+	ConcurrentPasses int
 
 	// memory is what the reconciler keeps of each group between passes: its strategy, the sightings of
 	// its Leases, the handoffs its metrics time, its quick retries.

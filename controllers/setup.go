@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -96,9 +97,9 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		// A spec change, or routes the route discovery recorded (routesChanged).
 		For(&v1alpha1.ConsumerGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, routesChanged()))).
 		Owns(&corev1.ConfigMap{}).
-		// Groups are independent and a pass mostly waits on the API server: a few workers keep a large
-		// group's pass from holding up the others. The work queue never runs one group twice at once.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		// Groups are independent and a pass mostly waits on the API server. The work queue never runs
+		// one group twice at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.ConcurrentPasses, DefaultConcurrentPasses)}).
 		WatchesRawSource(pods).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(groupOfLease),
 			builder.WithPredicates(claimChanged())).
@@ -108,6 +109,14 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			builder.WithPredicates(zoneChanged())).
 		Complete(r)
 }
+
+// DefaultConcurrentPasses is how many groups' passes run at once by default. A pass mostly waits on
+// the API server: one that publishes waits on two or three writes in a row (its ConfigMaps, its node
+// views, its status). When a node is lost, every group with a pod on it (up to a hundred or so) needs
+// such a pass at once, and the last of them starts only when the workers before it are done; its
+// queues' new readers wait that long on top of the protocol's 19 s. Sixteen workers write in parallel
+// what four wrote in turn; a group's passes never overlap.
+const DefaultConcurrentPasses = 16
 
 // clusterNameServerIndex indexes groups by the ClusterNameServer they read their routes from.
 const clusterNameServerIndex = "spec.nameServer.clusterNameServer"

@@ -102,6 +102,9 @@ type Settings struct {
 	// AckStatusInterval is the least time between two status writes of a group that change only its
 	// members' acknowledged generations; 0 writes each at once.
 	AckStatusInterval time.Duration
+	// ConcurrentPasses is how many groups' passes run at once (controllers.DefaultConcurrentPasses when
+	// zero).
+	ConcurrentPasses int
 }
 
 // DefaultJoinWindow is the operator's join window (Settings.JoinWindow): long enough that the pods of a
@@ -113,6 +116,9 @@ const DefaultJoinWindow = 2 * time.Second
 // member's acknowledgement of each generation changed the status, a write that costs the API server
 // several times a Lease update; the first after a quiet interval is still written at once.
 const DefaultAckStatusInterval = 10 * time.Second
+
+// DefaultConcurrentPasses is how many groups' passes run at once (Settings.ConcurrentPasses).
+const DefaultConcurrentPasses = controllers.DefaultConcurrentPasses
 
 // Setup registers the controller and the health checks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
@@ -132,6 +138,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, s Settings) error {
 		NodeViewsNamespace: s.NodeViewsNamespace,
 		JoinWindow:         s.JoinWindow,
 		AckStatusInterval:  s.AckStatusInterval,
+		ConcurrentPasses:   s.ConcurrentPasses,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
