@@ -71,6 +71,8 @@ type ConsumerGroupReconciler struct {
 	nodeLeases observe.NodeLeaseSightings
 	// lateNodes wakes a node's groups when its kubelet becomes overdue; nil without NodeLeaseNamespace.
 	lateNodes *lateNodes
+	// lateMembers wakes a group when one of its members' own deadlines falls.
+	lateMembers *lateMembers
 	// nodeViews keeps the node views; nil without NodeViewsNamespace.
 	nodeViews *nodeViews
 	// pods reads the pods of the manager's cache, kept by podSource.
@@ -124,6 +126,7 @@ func (r *ConsumerGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	strategy, prob := r.memory.strategyFor(group)
 	env := plan.Env{Now: now, MaxSkew: r.maxClockSkew(), Topology: topo, Strategy: strategy, StrategyProblem: prob, JoinWindow: r.JoinWindow}
 	d := plan.Decide(group, obs, env)
+	r.lateMembers.arm(req.NamespacedName, now, d.MemberDeadline)
 	oldStatus := group.Status.DeepCopy()
 	// The status is written after the assignment, and reports it. The group's first generation is the
 	// exception: until the status holds a generation, nothing would tell a deleted ConfigMap from one never

@@ -37,6 +37,9 @@ type groupMemory struct {
 	quickRetries int
 	// statusWrittenAt is when a pass last wrote the group's status: written by writeStatus.
 	statusWrittenAt time.Time
+	// deadlinesFrom is when the pass that last set the group's member timer ran (lateMembers.arm): the
+	// members' deadlines up to then were its to act on. Written by arm.
+	deadlinesFrom time.Time
 }
 
 // with runs f on group's memory, made empty if there is none, under the lock.
@@ -62,6 +65,19 @@ func (m *memory) WithSightings(group types.NamespacedName, now time.Time, f func
 		}
 		f(g.sightings)
 	})
+}
+
+// nextMemberDeadline is the earliest of group's members' deadlines after those its last pass that set the
+// member timer acted on (observe.Sightings.NextMemberDeadline); false when the group is forgotten or no
+// pass set the timer.
+func (m *memory) nextMemberDeadline(group types.NamespacedName, maxSkew time.Duration) (next time.Time, known bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	if g == nil || g.sightings == nil || g.deadlinesFrom.IsZero() {
+		return time.Time{}, false
+	}
+	return g.sightings.NextMemberDeadline(g.deadlinesFrom, maxSkew), true
 }
 
 // addRetry counts one more pass of group in a row that met a newer object, and returns the count.

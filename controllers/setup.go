@@ -65,7 +65,11 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	if err := newRouteDiscovery(r).setupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr)
+	r.lateMembers = newLateMembers(&r.memory, r.Clock, r.maxClockSkew())
+	if err := mgr.Add(r.lateMembers); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).WatchesRawSource(source.Channel(r.lateMembers.woken, enqueueUrgently()))
 	if r.NodeViewsNamespace != "" {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, nodeViewGroupIndex, nodeViewGroups); err != nil {
 			return err

@@ -145,6 +145,27 @@ func (g *Sightings) Saw(lease *coordinationv1.Lease, now time.Time) {
 	g.leases[lease.UID] = p
 }
 
+// NextMemberDeadline is the earliest deadline after after by which one of the group's Leases, as last
+// seen, stops its member being one unless it renews (plan.OwnMembershipEnd, with its pod's restart as last
+// observed); zero for none. A pass at after acted on every deadline up to it: the ones after it are those
+// the pass's plan.Decision.MemberDeadline was the first of, each moved later by the renewals seen since.
+// It reads only the Leases' terms (protocol.ReadLeaseTerms), never their claims.
+func (g *Sightings) NextMemberDeadline(after time.Time, maxSkew time.Duration) time.Time {
+	var next time.Time
+	for _, p := range g.leases {
+		if p.lease == nil {
+			continue
+		}
+		l := protocol.ReadLeaseTerms(p.lease)
+		l.RenewTime, l.RenewedBy = p.seenAt, p.renewedBy(maxSkew)
+		end := plan.OwnMembershipEnd(&l, g.restarts[l.PodUID].seenAt)
+		if end.After(after) && (next.IsZero() || end.Before(next)) {
+			next = end
+		}
+	}
+	return next
+}
+
 // sight is observe's rule, without the memory: from the previous sightings and the Leases read at now,
 // the next sightings and what the pass counts.
 func sight(prev map[types.UID]sighting, read []*coordinationv1.Lease, scope *protocol.Scope, now time.Time, maxSkew time.Duration) (map[types.UID]sighting, sightedLeases) {

@@ -170,3 +170,72 @@ func TestSightKeepsNoPassesList(t *testing.T) {
 		t.Fatalf("a newer version read by the pass: the sighting keeps %p (version %s), want a copy of version 2", got, got.ResourceVersion)
 	}
 }
+
+// TestNextMemberDeadline: the earliest of a group's members' own deadlines after a pass, on the operator's
+// clock. A renewal moves its member's deadline on; a deadline at or before the pass was the pass's to act
+// on; a restart no renewal answered ends a member sooner, one a renewal answered does not.
+func TestNextMemberDeadline(t *testing.T) {
+	const skew = time.Second
+	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
+	// promising is the Lease of pod with a 60 s duration (a renewal every 20 s, overdue 30 s after the
+	// last) and a promise; its renewTime is written, the operator's clock decides.
+	promising := func(pod string, written time.Time) *coordinationv1.Lease {
+		m := protocol.MemberLease{Group: "g", GroupUID: "group-uid", Pod: pod, PodUID: types.UID("uid-" + pod), Member: pod,
+			Duration: time.Minute, StopsWithin: 6 * time.Second, Acked: 1, Claim: fixture.Qs(0)}
+		l := m.Apply(nil, "ns", &written, &written)
+		l.ResourceVersion, l.UID = "1", types.UID("lease-"+pod)
+		return l
+	}
+	type seen struct {
+		at    time.Time
+		lease *coordinationv1.Lease
+	}
+	cases := []struct {
+		name     string
+		seen     []seen
+		restart  map[types.UID]time.Time // unanswered restarts as the last pass saw them, by pod UID
+		after    time.Time
+		want     time.Time
+		wantNone bool
+	}{
+		{name: "no Lease", after: at(0), wantNone: true},
+		{name: "overdue half an interval after the renewal seen", seen: []seen{{at(10), promising("a", at(10))}, {at(12), promising("b", at(12))}},
+			after: at(12), want: at(40)},
+		{name: "a renewal seen since moves its member's deadline on", seen: []seen{{at(10), promising("a", at(10))}, {at(12), promising("b", at(12))}, {at(30), promising("a", at(30))}},
+			after: at(12), want: at(42)},
+		{name: "a renewal written in the future counts when seen", seen: []seen{{at(10), promising("a", at(3600))}},
+			after: at(10), want: at(40)},
+		{name: "deadlines at or before the pass are not the timer's", seen: []seen{{at(10), promising("a", at(10))}, {at(12), promising("b", at(12))}},
+			after: at(40), want: at(42)},
+		{name: "none left after the pass", seen: []seen{{at(10), promising("a", at(10))}},
+			after: at(40), wantNone: true},
+		{name: "a restart no renewal answered ends its member 3 s after it was seen", seen: []seen{{at(10), promising("a", at(10))}},
+			restart: map[types.UID]time.Time{"uid-a": at(20)}, after: at(20), want: at(23)},
+		{name: "a restart a renewal answered ends nothing", seen: []seen{{at(10), promising("a", at(10))}, {at(21), promising("a", at(21))}},
+			restart: map[types.UID]time.Time{"uid-a": at(20)}, after: at(20), want: at(51)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewSightings(at(0))
+			for _, s := range tc.seen {
+				g.Saw(s.lease, s.at)
+			}
+			for uid, restartedAt := range tc.restart {
+				if g.restarts == nil {
+					g.restarts = map[types.UID]restartSighting{}
+				}
+				g.restarts[uid] = restartSighting{count: 1, seenAt: restartedAt}
+			}
+			got := g.NextMemberDeadline(tc.after, skew)
+			if tc.wantNone {
+				if !got.IsZero() {
+					t.Fatalf("deadline at %v, want none", got.Sub(fixture.T0))
+				}
+				return
+			}
+			if !got.Equal(tc.want) {
+				t.Fatalf("deadline at %v, want %v", got.Sub(fixture.T0), tc.want.Sub(fixture.T0))
+			}
+		})
+	}
+}

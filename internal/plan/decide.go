@@ -44,6 +44,11 @@ type Decision struct {
 	Report Report
 	// RequeueAfter is when to look again without an event.
 	RequeueAfter time.Duration
+	// MemberDeadline is when the earliest of the members' own deadlines falls (OwnMembershipEnd): a
+	// renewal overdue, or a restart no renewal answered; zero without members. It is not in
+	// RequeueAfter: each renewal moves it later, so a pass at each would be a pass for every renewal. The
+	// caller looks again then only if no renewal moved it (the reconciler's lateMembers).
+	MemberDeadline time.Time
 }
 
 // Writes are a pass's API writes: the ConfigMaps to write, in order; the shards no longer used; the
@@ -654,9 +659,7 @@ func (dc *decider) planHandoff() *Problem {
 		return prob
 	}
 	dc.d.RequeueAfter = sooner(dc.d.RequeueAfter, h.requeueAfter)
-	if !dc.memberExpiry.IsZero() {
-		dc.d.lookAgainAt(dc.env.Now, dc.memberExpiry)
-	}
+	dc.d.MemberDeadline = dc.memberExpiry
 	next := &dc.next.assignment
 	var changed bool
 	next.Generation, next.RebalancedAt, changed = dc.chooseGeneration()

@@ -149,6 +149,12 @@ func decisionDigest(group *v1alpha1.ConsumerGroup, d *Decision, now time.Time) u
 		_, _ = fmt.Fprintf(h, "delete lease %s\n", l.Name)
 	}
 	status, _ := json.Marshal(StatusFor(group, &d.Report, metav1.NewTime(now)))
-	_, _ = fmt.Fprintf(h, "status %s\nrequeue %v\n", status, d.RequeueAfter)
+	// The members' deadline was part of RequeueAfter before it had a field of its own: folded back in,
+	// the digests pin that moving it changed nothing a pass decides.
+	requeue := d.RequeueAfter
+	if !d.MemberDeadline.IsZero() {
+		requeue = soonerRequeue(requeue, now, d.MemberDeadline)
+	}
+	_, _ = fmt.Fprintf(h, "status %s\nrequeue %v\n", status, requeue)
 	return h.Sum64()
 }

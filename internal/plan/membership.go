@@ -72,7 +72,7 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 			// The pass looks again when the member's own deadlines fall. Its node's falls at every kubelet
 			// renewal, 10 s later; the operator wakes the node's groups itself once the node is overdue
 			// (controllers' lateNodes), so that a still cluster costs no pass of every group every 12 s.
-			if own := membershipEnds(lease, time.Time{}, kubelets.restartedAt[pod.UID]); nextExpiry.IsZero() || own.Before(nextExpiry) {
+			if own := OwnMembershipEnd(lease, kubelets.restartedAt[pod.UID]); nextExpiry.IsZero() || own.Before(nextExpiry) {
 				nextExpiry = own
 			}
 		}
@@ -115,6 +115,13 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 type kubeletSignals struct {
 	nodeLateAt  map[string]time.Time
 	restartedAt map[types.UID]time.Time
+}
+
+// OwnMembershipEnd is when a pod whose Lease is lease stops being a member by its own deadlines alone
+// (membershipEnds without its node's): restartedAt is when the operator first saw its containers
+// restarted, zero for never. Renewals only move it later, or end the restart's deadline.
+func OwnMembershipEnd(lease *protocol.LeaseState, restartedAt time.Time) time.Time {
+	return membershipEnds(lease, time.Time{}, restartedAt)
 }
 
 // membershipEnds is when a pod whose Lease is lease stops being a member unless it renews: when the Lease

@@ -123,28 +123,11 @@ func ReadLease(lease *coordinationv1.Lease) LeaseState { return ReadLeaseIn(leas
 // ReadLeaseIn reads a member's Lease, listing only the queues of scope in its claim and load report
 // (Scope.Expand): what it costs to read is bounded by the group's spec, whatever the Lease says.
 func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
-	s := LeaseState{Name: lease.Name, UID: lease.UID, ResourceVersion: lease.ResourceVersion, Duration: DefaultLeaseDuration}
-	for _, ref := range lease.OwnerReferences {
-		if IsPodOwner(ref) {
-			s.Pod, s.PodUID = ref.Name, ref.UID
-		}
-	}
-	if s.Pod == "" {
-		s.Pod = leasePod(lease)
-	}
-	if lease.Spec.HolderIdentity != nil {
-		s.Member = *lease.Spec.HolderIdentity
-	}
-	s.AcquireTime, s.RenewTime = times(lease)
-	s.RenewedBy = s.RenewTime
-	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
-		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
-	}
+	s := ReadLeaseTerms(lease)
 	acked, err := strconv.ParseInt(lease.Annotations[AckedGenerationAnnotation], 10, 64)
 	if err == nil && acked > 0 && acked <= MaxGeneration {
 		s.AckedGeneration = acked
 	}
-	s.StopsWithin = stopsWithin(lease.Annotations[StopsWithinAnnotation])
 	if raw, ok := lease.Annotations[LoadAnnotation]; ok {
 		s.Load, s.Outside, s.LoadErr = DecodeLoadIn(raw, scope)
 	}
@@ -169,6 +152,31 @@ func ReadLeaseIn(lease *coordinationv1.Lease, scope *Scope) LeaseState {
 	// lower, which claims less progress.
 	s.AckedGeneration = min(s.AckedGeneration, claim.Acked)
 	s.Stopped = lease.Annotations[StoppedAnnotation] == "true" && len(s.Claim) == 0 && s.Outside == 0
+	return s
+}
+
+// ReadLeaseTerms reads what a member's Lease says of its member's life, without its claim, load report
+// or acknowledgement: its pod (by the owner reference, else PodAnnotation), its member, its times, its
+// duration and its promise. It is what decides when the member stops being one, and costs no decoding.
+func ReadLeaseTerms(lease *coordinationv1.Lease) LeaseState {
+	s := LeaseState{Name: lease.Name, UID: lease.UID, ResourceVersion: lease.ResourceVersion, Duration: DefaultLeaseDuration}
+	for _, ref := range lease.OwnerReferences {
+		if IsPodOwner(ref) {
+			s.Pod, s.PodUID = ref.Name, ref.UID
+		}
+	}
+	if s.Pod == "" {
+		s.Pod = leasePod(lease)
+	}
+	if lease.Spec.HolderIdentity != nil {
+		s.Member = *lease.Spec.HolderIdentity
+	}
+	s.AcquireTime, s.RenewTime = times(lease)
+	s.RenewedBy = s.RenewTime
+	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
+	}
+	s.StopsWithin = stopsWithin(lease.Annotations[StopsWithinAnnotation])
 	return s
 }
 
