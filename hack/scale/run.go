@@ -198,6 +198,7 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	}
 	res.RecoveryQueueDepthMax, res.RecoveryQueueWaitSeconds = queue.Depth, queue.WaitSeconds
 	res.RecoveryMaxSeconds, res.RecoveredQueues, res.Recovered = rec.longest.Seconds(), rec.queues, rec.complete
+	res.CutAfterNodeRenewalSeconds = rec.sinceRenewal.Seconds()
 	res.Overlaps = len(ownership.Violations())
 	for _, v := range ownership.Violations() {
 		say("read twice: %s", v)
@@ -603,6 +604,7 @@ func createWorld(ctx context.Context, c client.Client, w world, workers int, say
 // that is lost.
 type kubelets struct {
 	stopped sync.Map // node name → struct{}
+	renewed sync.Map // node name → time.Time of its last renewal that returned
 }
 
 func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubelets {
@@ -619,7 +621,9 @@ func startKubelets(ctx context.Context, c client.Client, nodes []string) *kubele
 			var l *coordinationv1.Lease
 			for {
 				if _, stopped := k.stopped.Load(node); !stopped {
-					l = renewNodeLease(ctx, c, node, l)
+					if l = renewNodeLease(ctx, c, node, l); l != nil {
+						k.renewed.Store(node, time.Now())
+					}
 				}
 				select {
 				case <-ctx.Done():
@@ -652,6 +656,14 @@ func renewNodeLease(ctx context.Context, c client.Client, node string, last *coo
 
 func (k *kubelets) stop(node string) { k.stopped.Store(node, struct{}{}) }
 
+// sinceRenewal is how long ago node's last renewal returned; 0 when none has.
+func (k *kubelets) sinceRenewal(node string) time.Duration {
+	if at, ok := k.renewed.Load(node); ok {
+		return time.Since(at.(time.Time))
+	}
+	return 0
+}
+
 // awaitEveryQueueRead waits until each of the world's queues has exactly one reader by the members' own
 // records, with a progress line every 10 s.
 func awaitEveryQueueRead(ctx context.Context, own *testenv.Ownership, queues int, say func(string, ...any)) error {
@@ -681,6 +693,8 @@ type recovery struct {
 	queues   int
 	longest  time.Duration
 	complete bool
+	// sinceRenewal is how long before the cut the node's Lease was last renewed.
+	sinceRenewal time.Duration
 }
 
 // busiestNode is the index of the node whose members read the most queues now, the first of them on a
@@ -747,6 +761,7 @@ func cutNode(ctx context.Context, k *kubelets, own *testenv.Ownership, members [
 	})
 	mu.Lock()
 	cutAt = time.Now()
+	rec.sinceRenewal = k.sinceRenewal(w.nodes[n])
 	k.stop(w.nodes[n])
 	for _, m := range onNode {
 		m.Partition(true)
