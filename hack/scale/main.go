@@ -86,6 +86,9 @@ type options struct {
 	cpuProfile string
 	// operatorCPUProfile is where to write the operator's CPU profile over the recovery; none when empty.
 	operatorCPUProfile string
+	// operatorLog is where the operator writes its log, kept after the run; a file in the run's temporary
+	// directory, removed with it, when empty. operatorLogLevel is its --zap-log-level.
+	operatorLog, operatorLogLevel string
 	// gogc is the operator's GOGC; Go's default when empty.
 	gogc string
 	// controlPlaneGOGC is the GOGC of the run's etcd and kube-apiserver; Go's default when empty.
@@ -115,6 +118,8 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.StringVar(&o.controlPlaneGOGC, "control-plane-gogc", "", "The GOGC of the run's etcd and kube-apiserver; Go's default, 100, when empty. On a small machine a higher one leaves more of its cores to the requests: it does not change what is measured.")
 	fs.StringVar(&o.programGOGC, "program-gogc", defaultProgramGOGC, "This program's own GOGC: the collector of the members, agents and kubelets it stands in for, which on a cluster run on their own nodes. At Go's default, 100, it took a third of the program's CPU at 20,000 members, cores the API server and the operator need; the program's memory does not count in what is measured. Above 100 (or off), the program's soft memory limit is half of the memory available beyond -min-available-memory.")
 	fs.StringVar(&o.operatorCPUProfile, "operator-cpu-profile", "", "Write the operator's CPU profile over the recovery (-recovery-limit long, whenever the recovery ends) to this file.")
+	fs.StringVar(&o.operatorLog, "operator-log", "", "Keep the operator's log in this file (by default it goes with the run's temporary directory).")
+	fs.StringVar(&o.operatorLogLevel, "operator-log-level", "info", "The operator's --zap-log-level: debug logs why each queue waits for a reader.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")
 	if err := fs.Parse(args); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,7 +92,9 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	op, err := startOperator(operatorBin, kubeconfig, filepath.Join(work, "operator.log"), o.gogc, operatorArgs...)
+	// Times to the nanosecond: the log of a recovery is read as a timeline.
+	operatorArgs = append(operatorArgs, "--zap-log-level="+o.operatorLogLevel, "--zap-time-encoding=rfc3339nano")
+	op, err := startOperator(operatorBin, kubeconfig, cmp.Or(o.operatorLog, filepath.Join(work, "operator.log")), o.gogc, operatorArgs...)
 	if err != nil {
 		return res, err
 	}
