@@ -4,12 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
@@ -160,4 +165,70 @@ func TestLinesOfDecodesAViewOncePerVersion(t *testing.T) {
 			t.Fatalf("%d views kept, more than %d", len(nv.parsed), maxParsedViews)
 		}
 	}
+}
+
+// TestViewChangedKeepsEachGroupsViews: the node views' watch events keep, by group, the views that hold a
+// line of it, and wake the groups whose lines a change removed or lowered, never those it raised or added.
+func TestViewChangedKeepsEachGroupsViews(t *testing.T) {
+	rv := 0
+	view := func(node string, lines ...protocol.NodeViewLine) *corev1.ConfigMap {
+		rv++
+		name := protocol.NodeViewName(node)
+		var all protocol.NodeViewLines
+		for _, l := range lines {
+			all = all.With(l)
+		}
+		data, digest := protocol.NodeViewData(name, all)
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "operator", ResourceVersion: fmt.Sprint(rv),
+			Labels:      map[string]string{protocol.NodeViewLabel: "true"},
+			Annotations: map[string]string{protocol.DigestAnnotation: digest, protocol.NodeViewNodeAnnotation: node}}, Data: data}
+	}
+	line := func(group string, mustSee int64) protocol.NodeViewLine {
+		return protocol.NodeViewLine{Namespace: "ns", Group: group, GroupUID: types.UID(group + "-uid"), MustSee: mustSee}
+	}
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	n1, n2 := protocol.NodeViewName("n1"), protocol.NodeViewName("n2")
+	nv := newNodeViews(nil, nil, "operator", nil)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	woken := func() []types.NamespacedName {
+		var out []types.NamespacedName
+		for q.Len() > 0 {
+			r, _ := q.Get()
+			out = append(out, r.NamespacedName)
+			q.Done(r)
+			q.Forget(r)
+		}
+		slices.SortFunc(out, func(x, y types.NamespacedName) int { return strings.Compare(x.String(), y.String()) })
+		return out
+	}
+	step := func(name string, old, new *corev1.ConfigMap, wantViews map[types.NamespacedName][]string, wantWoken []types.NamespacedName) {
+		t.Helper()
+		var o, n client.Object
+		if old != nil {
+			o = old
+		}
+		if new != nil {
+			n = new
+		}
+		nv.viewChanged(o, n, q)
+		if !reflect.DeepEqual(nv.viewsOf, wantViews) {
+			t.Fatalf("%s: views by group %v, want %v", name, nv.viewsOf, wantViews)
+		}
+		if got := woken(); !slices.Equal(got, wantWoken) {
+			t.Fatalf("%s: woke %v, want %v", name, got, wantWoken)
+		}
+	}
+	v1 := view("n1", line("a", 1), line("b", 1))
+	step("n1 listed", nil, v1, map[types.NamespacedName][]string{a: {n1}, b: {n1}}, nil)
+	v2 := view("n2", line("a", 3))
+	step("n2 created", nil, v2, map[types.NamespacedName][]string{a: {n1, n2}, b: {n1}}, nil)
+	v1b := view("n1", line("a", 2))
+	step("b's line leaves n1, a's rises", v1, v1b, map[types.NamespacedName][]string{a: {n1, n2}}, []types.NamespacedName{b})
+	v2b := view("n2", line("a", 2))
+	step("a's line on n2 lowered by someone else", v2, v2b, map[types.NamespacedName][]string{a: {n1, n2}}, []types.NamespacedName{a})
+	step("n1 deleted", v1b, nil, map[types.NamespacedName][]string{a: {n2}}, []types.NamespacedName{a})
+	edited := view("n2", line("a", 2))
+	edited.Data[protocol.NodeViewKey] += " "
+	step("n2 edited so that it no longer reads", v2b, edited, map[types.NamespacedName][]string{}, []types.NamespacedName{a})
 }

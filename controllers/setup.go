@@ -71,15 +71,12 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 	}
 	b := ctrl.NewControllerManagedBy(mgr).WatchesRawSource(source.Channel(r.lateMembers.woken, enqueueUrgently()))
 	if r.NodeViewsNamespace != "" {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.ConfigMap{}, nodeViewGroupIndex, nodeViewGroups); err != nil {
-			return err
-		}
 		r.nodeViews = newNodeViews(r.Client, r.APIReader, r.NodeViewsNamespace, r.Clock)
 		if err := mgr.Add(r.nodeViews); err != nil {
 			return err
 		}
 		b = b.WatchesRawSource(source.Channel(r.nodeViews.woken, &handler.EnqueueRequestForObject{}))
-		b = b.Watches(&corev1.ConfigMap{}, nodeViewLinesLost(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		b = b.Watches(&corev1.ConfigMap{}, r.nodeViews.viewEvents(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.NodeViewsNamespace && o.GetLabels()[protocol.NodeViewLabel] == "true"
 		})))
 	}
