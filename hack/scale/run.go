@@ -92,8 +92,6 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	// Times to the nanosecond: the log of a recovery is read as a timeline.
-	operatorArgs = append(operatorArgs, "--zap-log-level="+o.operatorLogLevel, "--zap-time-encoding=rfc3339nano")
 	op, err := startOperator(operatorBin, kubeconfig, cmp.Or(o.operatorLog, filepath.Join(work, "operator.log")), o.gogc, operatorArgs...)
 	if err != nil {
 		return res, err
@@ -128,16 +126,18 @@ func baseline(ctx context.Context, op *operatorProcess) (int64, error) {
 	return rss, err
 }
 
-// operatorFlags are the operator's flags for o's design: in node mode it keeps node views, in a namespace
-// of its own that this creates.
+// operatorFlags are the operator's flags for o: its logging, and in node mode its node views, in a
+// namespace of its own that this creates.
 func operatorFlags(ctx context.Context, o options, c client.Client) ([]string, error) {
+	// Times to the nanosecond: the log of a recovery is read as a timeline.
+	logging := []string{"--zap-log-level=" + o.operatorLogLevel, "--zap-time-encoding=rfc3339nano"}
 	if o.design != designNode {
-		return nil, nil
+		return logging, nil
 	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
 	}
-	return []string{"--node-views-namespace=" + operatorNamespace}, nil
+	return append(logging, "--node-views-namespace="+operatorNamespace), nil
 }
 
 // serveAndMeasure creates w, runs its members, and measures the steady window and a lost node into res.
