@@ -28,13 +28,8 @@ type lateMembers struct {
 }
 
 func newLateMembers(m *memory, clk clock.PassiveClock, maxSkew time.Duration) *lateMembers {
-	var ticking clock.WithTicker = clock.RealClock{}
-	if c, ok := clk.(clock.WithTicker); ok {
-		ticking = c
-	}
 	return &lateMembers{memory: m, clock: clk, maxSkew: maxSkew,
-		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.NamespacedName]{Name: "latemembers", Clock: ticking}),
-		woken: make(chan event.GenericEvent, 1024)}
+		queue: newDeadlineQueue[types.NamespacedName]("latemembers", clk), woken: make(chan event.GenericEvent, 1024)}
 }
 
 // arm records that a pass of group ran at passedAt and found its members' earliest deadline at deadline
@@ -48,20 +43,7 @@ func (l *lateMembers) arm(group types.NamespacedName, passedAt, deadline time.Ti
 }
 
 // Start runs the timers until ctx ends.
-func (l *lateMembers) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		l.queue.ShutDown()
-	}()
-	for {
-		group, shutdown := l.queue.Get()
-		if shutdown {
-			return nil
-		}
-		l.check(ctx, group)
-		l.queue.Done(group)
-	}
-}
+func (l *lateMembers) Start(ctx context.Context) error { return runDeadlines(ctx, l.queue, l.check) }
 
 // check wakes group when one of its members' deadlines has fallen, and sets its timer again when the
 // earliest is still to come. A group forgotten, or with no deadline left, is left alone: its next pass

@@ -30,13 +30,8 @@ type lateNodes struct {
 }
 
 func newLateNodes(sightings *observe.NodeLeaseSightings, clk clock.PassiveClock, maxSkew time.Duration, groupsOn func(context.Context, string) []reconcile.Request) *lateNodes {
-	var ticking clock.WithTicker = clock.RealClock{}
-	if c, ok := clk.(clock.WithTicker); ok {
-		ticking = c
-	}
 	return &lateNodes{sightings: sightings, clock: clk, maxSkew: maxSkew, groupsOn: groupsOn,
-		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "latenodes", Clock: ticking}),
-		woken: make(chan event.GenericEvent, 1024)}
+		queue: newDeadlineQueue[string]("latenodes", clk), woken: make(chan event.GenericEvent, 1024)}
 }
 
 // arm sets node's timer to its deadline as last seen. A timer already set sooner stays: it finds the node
@@ -48,20 +43,7 @@ func (l *lateNodes) arm(node string) {
 }
 
 // Start runs the timers until ctx ends.
-func (l *lateNodes) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		l.queue.ShutDown()
-	}()
-	for {
-		node, shutdown := l.queue.Get()
-		if shutdown {
-			return nil
-		}
-		l.check(ctx, node)
-		l.queue.Done(node)
-	}
-}
+func (l *lateNodes) Start(ctx context.Context) error { return runDeadlines(ctx, l.queue, l.check) }
 
 // check wakes node's groups when it is overdue now, and sets its timer again when it is not yet.
 func (l *lateNodes) check(ctx context.Context, node string) {
