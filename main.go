@@ -81,8 +81,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*config, error) {
 		"The least time between two writes of a group's status that change only its members' acknowledged generations; "+
 			"the first after a quiet interval is written at once, those within it together at its end. 0 writes each at once.")
 	fs.IntVar(&c.concurrentPasses, "concurrent-passes", manager.DefaultConcurrentPasses,
-		"How many groups' passes run at once; a group's own passes never overlap. A pass mostly waits on the API server, "+
-			"and a lost node needs one that writes for every group with a pod on it.")
+		"How many groups' passes run at once; a group's own passes never overlap. A pass mostly waits on the API server: "+
+			"more help only where it answers quickly.")
 	fs.StringVar(&c.nameServers.CredentialsNamespace, "credentials-namespace", "",
 		"The one namespace where ClusterNameServers' Secrets (credentials, CA certificates) are read (default: the pod's namespace). "+
 			"The operator's Role lets it read Secrets there and nowhere else.")

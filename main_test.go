@@ -31,8 +31,8 @@ func TestDefaultFlags(t *testing.T) {
 	if c.gcPercent != manager.DefaultGCPercent {
 		t.Errorf("garbage collector's target %d, want %d", c.gcPercent, manager.DefaultGCPercent)
 	}
-	if c.concurrentPasses != 16 {
-		t.Errorf("%d passes at once, want 16", c.concurrentPasses)
+	if c.concurrentPasses != 4 {
+		t.Errorf("%d passes at once, want 4", c.concurrentPasses)
 	}
 	if c.clientLimit != manager.DefaultClientRateLimit || c.election != manager.DefaultLeaderElection {
 		t.Errorf("defaults %+v, %+v differ from internal/manager's", c.clientLimit, c.election)

@@ -112,12 +112,11 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 }
 
 // DefaultConcurrentPasses is how many groups' passes run at once by default. A pass mostly waits on
-// the API server: one that publishes waits on two or three writes in a row (its ConfigMaps, its node
-// views, its status). When a node is lost, every group with a pod on it (up to a hundred or so) needs
-// such a pass at once, and the last of them starts only when the workers before it are done; its
-// queues' new readers wait that long on top of the protocol's 19 s. Sixteen workers write in parallel
-// what four wrote in turn; a group's passes never overlap.
-const DefaultConcurrentPasses = 16
+// the API server, and a few workers keep a large group's pass from holding up the others. More do not
+// make a recovery faster where the API server is what is slow: in the recovery of a lost node at 1,000
+// pods, all 16 workers were waiting on its writes (docs/performance.md), and a 20,000-pod run on two
+// cores with 16 never settled, its API server turning members' Lease writes away.
+const DefaultConcurrentPasses = 4
 
 // clusterNameServerIndex indexes groups by the ClusterNameServer they read their routes from.
 const clusterNameServerIndex = "spec.nameServer.clusterNameServer"
