@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
@@ -78,17 +79,23 @@ func TestLateMembersWakeAGroupOnlyWhenAMemberIsOverdue(t *testing.T) {
 // fire waits until group's timer falls due, and runs its check as Start would.
 func fire(t *testing.T, l *lateMembers, group types.NamespacedName) {
 	t.Helper()
+	fireDue(t, l.queue, group, l.check)
+}
+
+// fireDue waits until want's timer in q falls due, and runs check on it as runDeadlines would.
+func fireDue[T comparable](t *testing.T, q workqueue.TypedDelayingInterface[T], want T, check func(context.Context, T)) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for l.queue.Len() == 0 && time.Now().Before(deadline) {
+	for q.Len() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if l.queue.Len() == 0 {
-		t.Fatalf("no timer fell due")
+	if q.Len() == 0 {
+		t.Fatalf("no timer fell due: %v's was not set", want)
 	}
-	got, _ := l.queue.Get()
-	if got != group {
-		t.Fatalf("the timer that fell due is %v's", got)
+	got, _ := q.Get()
+	if got != want {
+		t.Fatalf("the timer that fell due is %v's, want %v's", got, want)
 	}
-	l.check(context.Background(), got)
-	l.queue.Done(got)
+	check(context.Background(), got)
+	q.Done(got)
 }

@@ -67,19 +67,7 @@ func TestLateNodesWakeTheGroupsOfAnOverdueNodeOnly(t *testing.T) {
 	}
 	clk.Step(12 * time.Second)
 	// The timer set again falls due at the node's deadline.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.queue.Len() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if l.queue.Len() == 0 {
-		t.Fatalf("no timer fell due at the node's deadline: it was not set again")
-	}
-	node, _ := l.queue.Get()
-	if node != "n1" {
-		t.Fatalf("the timer that fell due is %q's", node)
-	}
-	l.check(ctx, node)
-	l.queue.Done(node)
+	fireDue(t, l.queue, "n1", l.check)
 	if len(l.woken) != 1 {
 		t.Fatalf("woken %d groups of an overdue node, want 1", len(l.woken))
 	}
