@@ -140,14 +140,7 @@ func (nv *nodeViews) nodesWithLines(ctx context.Context, group types.NamespacedN
 			}
 			return nil, fmt.Errorf("reading node view %s: %w", name, err)
 		}
-		if !isNodeView(&cm) {
-			continue
-		}
-		lines, err := nv.linesOf(&cm)
-		if err != nil {
-			continue
-		}
-		if l, ok := lines.Line(group.Namespace, group.Name); ok {
+		if l, ok := nv.nodeViewLinesOf(&cm).Line(group.Namespace, group.Name); ok {
 			out[cm.Annotations[protocol.NodeViewNodeAnnotation]] = l
 		}
 	}
@@ -484,17 +477,16 @@ func (nv *nodeViews) removeGroup(ctx context.Context, group types.NamespacedName
 // lines, the operator's own, wakes nobody. Each view is decoded once (linesOf).
 func (nv *nodeViews) viewChanged(old, new client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	before, after := nv.nodeViewLinesOf(old), nv.nodeViewLinesOf(new)
-	for _, l := range before.Lines {
-		if now, ok := after.Line(l.Namespace, l.Group); !ok || now.MustSee < l.MustSee || now.GroupUID != l.GroupUID {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Group}})
-		}
-	}
 	name := cmp.Or(nameOf(new), nameOf(old))
 	nv.viewsMu.Lock()
 	defer nv.viewsMu.Unlock()
 	for _, l := range before.Lines {
-		if _, still := after.Line(l.Namespace, l.Group); !still {
-			group := types.NamespacedName{Namespace: l.Namespace, Name: l.Group}
+		group := types.NamespacedName{Namespace: l.Namespace, Name: l.Group}
+		now, still := after.Line(l.Namespace, l.Group)
+		if !still || now.MustSee < l.MustSee || now.GroupUID != l.GroupUID {
+			q.Add(reconcile.Request{NamespacedName: group})
+		}
+		if !still {
 			if names, i, found := nv.viewsOfGroup(group, name); found {
 				if names = slices.Delete(names, i, i+1); len(names) == 0 {
 					delete(nv.viewsOf, group)
