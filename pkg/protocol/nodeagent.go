@@ -1,6 +1,11 @@
 package protocol
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // The node agent's API (docs/protocol.md, node mode). A member in node mode asks the agent on its node,
 // every quarter of its contact timeout, to confirm the view it holds; the agent answers each request with
@@ -37,4 +42,36 @@ type NodeAgentConfirmRequest struct {
 type NodeAgentConfirmResponse struct {
 	Confirmed bool   `json:"confirmed"`
 	Reason    string `json:"reason,omitempty"`
+}
+
+// The node agent's heartbeat (docs/protocol.md, node mode, rule 6). The agent renews a Lease of its own,
+// in the operator's namespace, every quarter of DefaultNodeAgentHeartbeat, where a kubelet renews its
+// node's every 10 s: the operator finds a lost node in 4 s instead of 12 s. It counts only for the members
+// that confirm through the agent (ConfirmsThroughAnnotation): a member in per-member mode on the same node
+// does not stop with its agent.
+const (
+	// NodeAgentHeartbeatLabel marks the agents' heartbeat Leases; its value is "true".
+	NodeAgentHeartbeatLabel = "messaging.consumergroup.io/node-agent-heartbeat"
+	// DefaultNodeAgentHeartbeat is the duration of an agent's heartbeat Lease; the agent renews it every
+	// quarter of it, as a kubelet does its node's.
+	DefaultNodeAgentHeartbeat = 8 * time.Second
+	// ConfirmsThroughAnnotation on a member's Lease says how the member confirms its view; its one value
+	// is ConfirmsThroughNodeAgent, written once the member's agent has answered it. A member that says so
+	// fences itself when its agent stops answering, so its agent's heartbeat counts for it.
+	ConfirmsThroughAnnotation = "messaging.consumergroup.io/confirms-through"
+	ConfirmsThroughNodeAgent  = "node-agent"
+)
+
+// NodeAgentHeartbeatName is the name of the heartbeat Lease of node's agent. It carries the node's name
+// in NodeViewNodeAnnotation, as a view does, for a long name is cut and hashed.
+func NodeAgentHeartbeatName(node string) string { return boundedName("node-agent." + node) }
+
+// HeartbeatNode is the node whose agent renews lease: the node its annotation names, when the Lease is
+// labelled as a heartbeat and named after that node; false otherwise.
+func HeartbeatNode(lease *coordinationv1.Lease) (string, bool) {
+	node := lease.Annotations[NodeViewNodeAnnotation]
+	if lease.Labels[NodeAgentHeartbeatLabel] != "true" || node == "" || NodeAgentHeartbeatName(node) != lease.Name {
+		return "", false
+	}
+	return node, true
 }
