@@ -87,6 +87,9 @@ type Client struct {
 	lease memberLease
 	// contact fences the member when it cannot confirm its view; nil without contact fencing.
 	contact *contactFence
+	// throughAgent reports whether the member confirms its view through its node's agent, which its
+	// Lease then says; nil in per-member mode.
+	throughAgent func() bool
 
 	running atomic.Bool
 	// updates holds the newest undelivered assignment: a slow reader skips to the latest.
@@ -150,7 +153,11 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 	if cfg.contactFencing() {
 		confirm := c.view.confirm
 		if cfg.nodeMode() {
-			confirm = newNodeConfirmer(cfg, c.view).confirm
+			agent := newNodeConfirmer(cfg, c.view)
+			// The Lease says so at once rather than at its next renewal, minutes away in node mode.
+			agent.throughAgent = c.lease.requestWrite
+			c.throughAgent = agent.confirmsThroughAgent
+			confirm = agent.confirm
 		}
 		c.contact = newContactFence(cfg, confirm, c.evaluate)
 	}
@@ -208,7 +215,7 @@ func (c *Client) record() leaseRecord {
 		// which tells the operator and a new pod of the same name that this pod reads nothing, and
 		// stopped that it never will (it takes no assignment again), so that the operator need not wait
 		// for it to acknowledge anything, a recovery included.
-		return leaseRecord{acked: c.acked, groupUID: c.state.group, stopped: true}
+		return leaseRecord{acked: c.acked, groupUID: c.state.group, stopped: true, throughAgent: c.confirmsThroughAgent()}
 	}
 	claim := protocol.UnionQueues(protocol.UnionQueues(c.ackedQueues, c.state.inForce.Queues), c.state.pending.Queues)
 	var load map[Queue]float64
@@ -221,8 +228,12 @@ func (c *Client) record() leaseRecord {
 			}
 		}
 	}
-	return leaseRecord{acked: c.acked, claim: claim, groupUID: c.state.group, load: load}
+	return leaseRecord{acked: c.acked, claim: claim, groupUID: c.state.group, load: load, throughAgent: c.confirmsThroughAgent()}
 }
+
+// confirmsThroughAgent reports whether the member confirms its view through its node's agent: once the
+// agent has answered, for the rest of the process's life.
+func (c *Client) confirmsThroughAgent() bool { return c.throughAgent != nil && c.throughAgent() }
 
 // ReportLoad records the load of the queues the application reads, in the group's unit (for example an
 // average of messages per second per queue): a finite number of 0 or more each. It replaces the last

@@ -30,6 +30,9 @@ type leaseRecord struct {
 	load map[Queue]float64
 	// stopped says that the member has stopped for good (Drain): the claim is empty.
 	stopped bool
+	// throughAgent says that the member confirms its view through its node's agent
+	// (protocol.ConfirmsThroughAnnotation), so that the agent's heartbeat counts for it.
+	throughAgent bool
 }
 
 // leaseSource is the member a leaseKeeper writes the Lease for: the Client. The keeper calls it without
@@ -258,7 +261,7 @@ func (k *leaseKeeper) lease(st leaseRecord, base *coordinationv1.Lease, acquireA
 	m := protocol.MemberLease{
 		Group: k.cfg.Group, GroupUID: st.groupUID, Pod: k.cfg.Pod, PodUID: k.cfg.PodUID, Member: k.cfg.MemberID,
 		Duration: k.cfg.LeaseDuration, Acked: st.acked, Claim: st.claim, Load: st.load, StopsWithin: k.cfg.stopsWithin(),
-		Stopped: st.stopped,
+		Stopped: st.stopped, ThroughNodeAgent: st.throughAgent,
 	}
 	if base != nil {
 		base = base.DeepCopy()

@@ -55,6 +55,10 @@ type nodeConfirmer struct {
 	// perMemberTimeout bounds a confirmation by the member's own read, in per-member mode.
 	perMemberTimeout time.Duration
 	mode             atomic.Int32
+	// throughAgent is called once, when the agent first answers: the member's Lease then says that it
+	// confirms through the agent (protocol.ConfirmsThroughAnnotation), so that the agent's heartbeat
+	// counts for it. Nil for none.
+	throughAgent func()
 }
 
 func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
@@ -69,6 +73,9 @@ func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
 		perMemberTimeout: perMemberAttemptTimeout(protocol.ContactInterval(cfg.ContactTimeout)),
 	}
 }
+
+// confirmsThroughAgent reports whether the agent has answered, which settles node mode for good.
+func (n *nodeConfirmer) confirmsThroughAgent() bool { return confirmMode(n.mode.Load()) == modeNode }
 
 // confirm reports whether the view is current as of a request sent now.
 func (n *nodeConfirmer) confirm(ctx context.Context) (bool, error) {
@@ -96,6 +103,9 @@ func (n *nodeConfirmer) confirm(ctx context.Context) (bool, error) {
 		case err == nil || answered(err):
 			if n.mode.CompareAndSwap(int32(modeUndecided), int32(modeNode)) {
 				klog.FromContext(ctx).Info("Confirming the assignment view through the node agent", "nodeAgent", n.url)
+				if n.throughAgent != nil {
+					n.throughAgent()
+				}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ package member_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
@@ -110,6 +112,8 @@ func TestNodeModeConfirmsThroughTheAgent(t *testing.T) {
 	if agent.asked.Load() == 0 {
 		t.Fatal("the member reads its queues without having asked the agent")
 	}
+	// Its Lease says so at once, not at its next renewal minutes away: its agent's heartbeat counts for it.
+	eventually(t, 5*time.Second, saysThroughAgent(ns, true))
 
 	// The operator raises the line to generation 2, whose publication has not reached the member.
 	raised := time.Now()
@@ -159,6 +163,25 @@ func TestNodeModeWithoutAnAgentRunsPerMember(t *testing.T) {
 	time.Sleep(2 * nodeContactTimeout)
 	if err := inForce(m.client, 1, queues(0))(); err != nil {
 		t.Fatal(err)
+	}
+	// An agent's heartbeat on its node says nothing of it.
+	if err := saysThroughAgent(ns, false)(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saysThroughAgent checks whether the member's Lease says that it confirms through its node's agent.
+func saysThroughAgent(ns string, want bool) func() error {
+	return func() error {
+		lease, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), protocol.LeaseName(group, podName), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := protocol.ReadLeaseTerms(lease).ThroughNodeAgent; got != want {
+			return fmt.Errorf("the member's Lease says it confirms through its agent: %v, want %v (%s=%q)", got, want,
+				protocol.ConfirmsThroughAnnotation, lease.Annotations[protocol.ConfirmsThroughAnnotation])
+		}
+		return nil
 	}
 }
 

@@ -115,6 +115,9 @@ type LeaseState struct {
 	// Stopped is the member's own word that it has stopped for good (StoppedAnnotation), with a claim
 	// that reads and lists nothing, inside the reader's scope or out.
 	Stopped bool
+	// ThroughNodeAgent is the member's word that it confirms its view through its node's agent
+	// (ConfirmsThroughAnnotation), and so fences itself when the agent stops answering.
+	ThroughNodeAgent bool
 }
 
 // ReadLease reads a member's Lease.
@@ -177,6 +180,7 @@ func ReadLeaseTerms(lease *coordinationv1.Lease) LeaseState {
 		s.Duration = min(time.Duration(*d)*time.Second, MaxLeaseDuration)
 	}
 	s.StopsWithin = stopsWithin(lease.Annotations[StopsWithinAnnotation])
+	s.ThroughNodeAgent = lease.Annotations[ConfirmsThroughAnnotation] == ConfirmsThroughNodeAgent
 	return s
 }
 
@@ -268,6 +272,9 @@ type MemberLease struct {
 	// Stopped says that the member has stopped for good (StoppedAnnotation); written only with an empty
 	// claim.
 	Stopped bool
+	// ThroughNodeAgent says that the member confirms its view through its node's agent
+	// (ConfirmsThroughAnnotation).
+	ThroughNodeAgent bool
 }
 
 func (m MemberLease) ownerReferences() []metav1.OwnerReference {
@@ -292,6 +299,9 @@ func (m MemberLease) annotations() map[string]string {
 	if m.Stopped && len(m.Claim) == 0 {
 		a[StoppedAnnotation] = "true"
 	}
+	if m.ThroughNodeAgent {
+		a[ConfirmsThroughAnnotation] = ConfirmsThroughNodeAgent
+	}
 	return a
 }
 
@@ -313,6 +323,7 @@ func (m MemberLease) Apply(lease *coordinationv1.Lease, namespace string, acquir
 	}
 	delete(lease.Annotations, StopsWithinAnnotation)
 	delete(lease.Annotations, StoppedAnnotation)
+	delete(lease.Annotations, ConfirmsThroughAnnotation)
 	for k, v := range m.annotations() {
 		lease.Annotations[k] = v
 	}

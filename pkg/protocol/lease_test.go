@@ -253,3 +253,67 @@ func TestStoppedMemberLease(t *testing.T) {
 		})
 	}
 }
+
+// TestMemberLeaseSaysItConfirmsThroughItsAgent: a member in node mode says so in its Lease, a reader
+// believes only the one value, and a write by a process that does not confirm through an agent (a
+// restarted member that fell back to its own reads) takes the word back.
+func TestMemberLeaseSaysItConfirmsThroughItsAgent(t *testing.T) {
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	through := MemberLease{Group: "orders", Pod: "consumer-0", PodUID: "pod-uid", Member: "m-0", Duration: 10 * time.Minute, Acked: 3, ThroughNodeAgent: true}
+	lease := through.Apply(nil, "shop", &now, &now)
+	if got := lease.Annotations[ConfirmsThroughAnnotation]; got != ConfirmsThroughNodeAgent {
+		t.Fatalf("a node-mode member's Lease says %s=%q, want %q", ConfirmsThroughAnnotation, got, ConfirmsThroughNodeAgent)
+	}
+	if !ReadLeaseTerms(lease).ThroughNodeAgent || !ReadLease(lease).ThroughNodeAgent {
+		t.Errorf("a reader does not take the member's word that it confirms through its agent")
+	}
+
+	own := through
+	own.ThroughNodeAgent = false
+	again := own.Apply(lease.DeepCopy(), "shop", nil, &now)
+	if v, ok := again.Annotations[ConfirmsThroughAnnotation]; ok {
+		t.Errorf("a write by a member with its own reads leaves %s=%q in place", ConfirmsThroughAnnotation, v)
+	}
+
+	for _, v := range []string{"", "true", "Node-Agent", "node-agent "} {
+		edited := lease.DeepCopy()
+		edited.Annotations[ConfirmsThroughAnnotation] = v
+		if ReadLeaseTerms(edited).ThroughNodeAgent {
+			t.Errorf("%s=%q read as confirming through the agent", ConfirmsThroughAnnotation, v)
+		}
+	}
+}
+
+// TestHeartbeatNode: a heartbeat Lease names its node by annotation, and counts only when labelled and
+// named after that node.
+func TestHeartbeatNode(t *testing.T) {
+	long := strings.Repeat("n", 250)
+	heartbeat := func(name, node string, labelled bool) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		l.Name, l.Annotations = name, map[string]string{NodeViewNodeAnnotation: node}
+		if labelled {
+			l.Labels = map[string]string{NodeAgentHeartbeatLabel: "true"}
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+		node  string
+		ok    bool
+	}{
+		{"its node's", heartbeat("node-agent.worker-1", "worker-1", true), "worker-1", true},
+		{"a long name, cut and hashed", heartbeat(NodeAgentHeartbeatName(long), long, true), long, true},
+		{"named after another node", heartbeat("node-agent.worker-2", "worker-1", true), "", false},
+		{"not labelled", heartbeat("node-agent.worker-1", "worker-1", false), "", false},
+		{"no node", heartbeat("node-agent.", "", true), "", false},
+	} {
+		node, ok := HeartbeatNode(tc.lease)
+		if node != tc.node || ok != tc.ok {
+			t.Errorf("%s: HeartbeatNode = %q, %v; want %q, %v", tc.name, node, ok, tc.node, tc.ok)
+		}
+	}
+	if n := NodeAgentHeartbeatName(long); len(n) > 253 {
+		t.Errorf("the heartbeat of a node named with 250 characters is %d long", len(n))
+	}
+}
