@@ -78,7 +78,8 @@ func cacheMemberLease(obj any) (any, error) {
 func leaseAnnotations(m map[string]string, pod string) map[string]string {
 	return observe.InternKeysWith(m, func(k, v string) string {
 		switch {
-		case k == protocol.AckedGenerationAnnotation, k == protocol.StopsWithinAnnotation, k == protocol.StoppedAnnotation:
+		case k == protocol.AckedGenerationAnnotation, k == protocol.StopsWithinAnnotation, k == protocol.StoppedAnnotation,
+			k == protocol.ConfirmsThroughAnnotation:
 			return observe.Intern(v)
 		case k == protocol.PodAnnotation && v == pod:
 			return pod

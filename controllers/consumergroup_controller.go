@@ -71,6 +71,10 @@ type ConsumerGroupReconciler struct {
 	nodeLeases observe.NodeLeaseSightings
 	// lateNodes wakes a node's groups when its kubelet becomes overdue; nil without NodeLeaseNamespace.
 	lateNodes *lateNodes
+	// agentHeartbeats times the node agents' heartbeats, and lateAgents wakes a node's groups when its
+	// agent's is overdue; nil without NodeViewsNamespace.
+	agentHeartbeats observe.NodeLeaseSightings
+	lateAgents      *lateNodes
 	// lateMembers wakes a group when one of its members' own deadlines falls.
 	lateMembers *lateMembers
 	// nodeViews keeps the node views; nil without NodeViewsNamespace.
@@ -79,9 +83,18 @@ type ConsumerGroupReconciler struct {
 	pods observe.CachedPods
 }
 
+// agents is what the reconciler saw of the node agents' heartbeats; nil when it keeps no node views,
+// which no agent confirms against.
+func (r *ConsumerGroupReconciler) agents() *observe.NodeLeaseSightings {
+	if r.NodeViewsNamespace == "" {
+		return nil
+	}
+	return &r.agentHeartbeats
+}
+
 // observer reads a pass's world through the cache, with the operator's sightings of the Leases.
 func (r *ConsumerGroupReconciler) observer() observe.Observer {
-	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Memory: &r.memory, Nodes: &r.nodeLeases, Pods: r.pods}
+	return observe.Observer{Cached: r.Client, Live: r.APIReader, Clock: r.Clock, MaxSkew: r.maxClockSkew(), Memory: &r.memory, Nodes: &r.nodeLeases, Agents: r.agents(), Pods: r.pods}
 }
 
 // conflictRetry is how soon a pass whose write met a newer object runs again: the cache is a moment

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -34,12 +35,18 @@ func newLateNodes(sightings *observe.NodeLeaseSightings, clk clock.PassiveClock,
 		queue: newDeadlineQueue[string]("latenodes", clk), woken: make(chan event.GenericEvent, 1024)}
 }
 
-// arm sets node's timer to its deadline as last seen. A timer already set sooner stays: it finds the node
-// renewed since, and sets itself again (check).
-func (l *lateNodes) arm(node string) {
+// arm sets the timer of the node lease renews (the kubelet's Lease, or the agent's heartbeat) to its
+// deadline as last seen, and says which node that is. A timer already set sooner stays: it finds the
+// node renewed since, and sets itself again (check).
+func (l *lateNodes) arm(lease *coordinationv1.Lease) (string, bool) {
+	node, ok := l.sightings.NodeOf(lease)
+	if !ok {
+		return "", false
+	}
 	if at, ok := l.sightings.LateAt(node, l.maxSkew); ok {
 		l.queue.AddAfter(node, at.Sub(l.clock.Now()))
 	}
+	return node, true
 }
 
 // Start runs the timers until ctx ends.

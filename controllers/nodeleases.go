@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -15,27 +15,45 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/consumergroup-operator/consumergroup-operator/internal/observe"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // watchNodeLeases starts a cache of the Leases of namespace (kube-node-lease) with the manager, and
 // records their renewals; a node that renews again after being late makes its groups look again.
 func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace string) (source.TypedSource[reconcile.Request], error) {
+	return r.watchHeartbeats(mgr, cache.Config{}, namespace, &r.nodeLeases, r.lateNodes)
+}
+
+// watchAgentHeartbeats does for the node agents' heartbeats, in the node views' namespace, what
+// watchNodeLeases does for the kubelets' Leases: a cache of those Leases only (by their label), whose
+// renewals are timed (observe.NodeLeaseSightings with Heartbeats) and whose lateness wakes the groups of
+// the node (lateAgents).
+func (r *ConsumerGroupReconciler) watchAgentHeartbeats(mgr ctrl.Manager, namespace string) (source.TypedSource[reconcile.Request], error) {
+	heartbeats := labels.SelectorFromSet(labels.Set{protocol.NodeAgentHeartbeatLabel: "true"})
+	return r.watchHeartbeats(mgr, cache.Config{LabelSelector: heartbeats}, namespace, &r.agentHeartbeats, r.lateAgents)
+}
+
+// watchHeartbeats starts a cache of the Leases of namespace that config selects, records their renewals
+// in sightings, and sets late's timer of their node at each.
+func (r *ConsumerGroupReconciler) watchHeartbeats(mgr ctrl.Manager, config cache.Config, namespace string, sightings *observe.NodeLeaseSightings, late *lateNodes) (source.TypedSource[reconcile.Request], error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		DefaultNamespaces: map[string]cache.Config{namespace: config},
 		ByObject:          map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Transform: stripNodeLease}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("building the cache of the node Leases in %s: %w", namespace, err)
+		return nil, fmt.Errorf("building the cache of the Leases in %s: %w", namespace, err)
 	}
 	if err := mgr.Add(c); err != nil {
-		return nil, fmt.Errorf("adding the cache of the node Leases to the manager: %w", err)
+		return nil, fmt.Errorf("adding the cache of the Leases in %s to the manager: %w", namespace, err)
 	}
 	seen := func(ctx context.Context, lease *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		wasLate := r.nodeLeases.Saw(lease, r.Clock.Now(), r.maxClockSkew())
-		r.lateNodes.arm(lease.Name)
-		if wasLate {
-			for _, req := range r.groupsForNode(ctx, &corev1.Node{ObjectMeta: lease.ObjectMeta}) {
+		wasLate := sightings.Saw(lease, r.Clock.Now(), r.maxClockSkew())
+		node, ok := late.arm(lease)
+		if wasLate && ok {
+			for _, req := range r.groupsOnNode(ctx, node) {
 				q.Add(req)
 			}
 		}
@@ -48,19 +66,28 @@ func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace st
 			seen(ctx, e.ObjectNew, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*coordinationv1.Lease], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.nodeLeases.Forget(e.Object.Name)
+			sightings.Forget(e.Object)
 		},
 	}), nil
 }
 
-// stripNodeLease keeps of a node Lease what the operator reads: its name, renewTime and duration.
+// stripNodeLease keeps of a node Lease or a heartbeat what the operator reads: its name, renewTime and
+// duration, and a heartbeat's label and node (protocol.HeartbeatNode).
 func stripNodeLease(obj any) (any, error) {
 	lease, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return obj, nil
 	}
+	var labels, annotations map[string]string
+	if v, ok := lease.Labels[protocol.NodeAgentHeartbeatLabel]; ok {
+		labels = map[string]string{protocol.NodeAgentHeartbeatLabel: v}
+	}
+	if v, ok := lease.Annotations[protocol.NodeViewNodeAnnotation]; ok {
+		annotations = map[string]string{protocol.NodeViewNodeAnnotation: v}
+	}
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lease.Name, Namespace: lease.Namespace, UID: lease.UID, ResourceVersion: lease.ResourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: lease.Name, Namespace: lease.Namespace, UID: lease.UID, ResourceVersion: lease.ResourceVersion,
+			Labels: labels, Annotations: annotations},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: lease.Spec.RenewTime, AcquireTime: lease.Spec.AcquireTime, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds},
 	}, nil
 }

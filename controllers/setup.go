@@ -76,14 +76,22 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			return err
 		}
 		b = b.WatchesRawSource(source.Channel(r.nodeViews.woken, &handler.EnqueueRequestForObject{}))
+		r.agentHeartbeats.Heartbeats = true
+		r.lateAgents = newLateNodes(&r.agentHeartbeats, r.Clock, r.maxClockSkew(), r.groupsOnNode)
+		if err := mgr.Add(r.lateAgents); err != nil {
+			return err
+		}
+		heartbeats, err := r.watchAgentHeartbeats(mgr, r.NodeViewsNamespace)
+		if err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(heartbeats).WatchesRawSource(source.Channel(r.lateAgents.woken, enqueueUrgently()))
 		b = b.Watches(&corev1.ConfigMap{}, r.nodeViews.viewEvents(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.NodeViewsNamespace && o.GetLabels()[protocol.NodeViewLabel] == "true"
 		})))
 	}
 	if r.NodeLeaseNamespace != "" {
-		r.lateNodes = newLateNodes(&r.nodeLeases, r.Clock, r.maxClockSkew(), func(ctx context.Context, node string) []reconcile.Request {
-			return r.groupsForNode(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
-		})
+		r.lateNodes = newLateNodes(&r.nodeLeases, r.Clock, r.maxClockSkew(), r.groupsOnNode)
 		if err := mgr.Add(r.lateNodes); err != nil {
 			return err
 		}
@@ -187,9 +195,14 @@ func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Obj
 
 // groupsForNode maps a node to the groups that have pods on it.
 func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Object) []reconcile.Request {
-	pods, err := r.pods.OnNode(o.GetName())
+	return r.groupsOnNode(ctx, o.GetName())
+}
+
+// groupsOnNode is groupsForNode by the node's name.
+func (r *ConsumerGroupReconciler) groupsOnNode(ctx context.Context, node string) []reconcile.Request {
+	pods, err := r.pods.OnNode(node)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", o.GetName())
+		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", node)
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}

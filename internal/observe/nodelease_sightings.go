@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 // out, about 19 s after the node's last renewal with the defaults. A false alarm (a kubelet that cannot
 // reach the API server while its pods can) moves queues; it never lets two pods read one.
 
-// kubeletRenewFraction is the share of a node Lease's duration after which the kubelet renews it.
+// kubeletRenewFraction is the share of a node Lease's duration after which the kubelet renews it, as a
+// node agent does its heartbeat.
 const kubeletRenewFraction = 4
 
 // NodeLeaseSightings time node Lease renewals on the operator's clock, as Sightings do for the
@@ -27,7 +29,16 @@ const kubeletRenewFraction = 4
 // after the fact, as it started, counts from the time it states plus the clock skew bound, when that is
 // earlier: a restarted operator resumes the wait for a lost node rather than starting it again. Lateness
 // only decides which queues are revoked, never when another may read them.
+//
+// The same sightings time the node agents' heartbeats (Heartbeats set): Leases in the operator's
+// namespace that an agent renews every quarter of their 8 s (protocol.NodeAgentHeartbeatName), keyed by
+// the node each names. A heartbeat is overdue after two renewal intervals, 4 s, where a kubelet's is after
+// one and a fifth: it is renewed every 2 s, through the same API server as everything else, and a write
+// slowed by half a second must not revoke a whole node's queues.
 type NodeLeaseSightings struct {
+	// Heartbeats marks the sightings of node agents' heartbeats rather than of kubelets' node Leases.
+	Heartbeats bool
+
 	mu    sync.Mutex
 	nodes map[string]nodeSighting
 }
@@ -35,8 +46,28 @@ type NodeLeaseSightings struct {
 type nodeSighting struct {
 	renewTime, seenAt time.Time
 	interval          time.Duration
+	// overdueAfter is how long after a renewal the next is overdue.
+	overdueAfter time.Duration
 	// afterTheFact is set while renewTime is the one the operator first read the Lease with.
 	afterTheFact bool
+}
+
+// NodeOf is the node whose kubelet or agent renews lease; false for a Lease that is no heartbeat.
+func (s *NodeLeaseSightings) NodeOf(lease *coordinationv1.Lease) (string, bool) {
+	if s.Heartbeats {
+		return protocol.HeartbeatNode(lease)
+	}
+	return lease.Name, true
+}
+
+// cadence is the renewal interval and the overdue time of a Lease of duration d (0 when not set).
+func (s *NodeLeaseSightings) cadence(d time.Duration) (interval, overdueAfter time.Duration) {
+	if s.Heartbeats {
+		interval = cmp.Or(d, protocol.DefaultNodeAgentHeartbeat) / kubeletRenewFraction
+		return interval, 2 * interval
+	}
+	interval = cmp.Or(d, 40*time.Second) / kubeletRenewFraction
+	return interval, interval + interval/5
 }
 
 // saw records a node Lease as seen at now. It reports whether the node had been silent past its
@@ -44,34 +75,61 @@ type nodeSighting struct {
 func (s *NodeLeaseSightings) Saw(lease *coordinationv1.Lease, now time.Time, maxSkew time.Duration) (wasLate bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	node, ok := s.NodeOf(lease)
+	if !ok {
+		return false
+	}
 	if s.nodes == nil {
 		s.nodes = map[string]nodeSighting{}
 	}
-	duration := 40 * time.Second
+	var duration time.Duration
 	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		duration = min(time.Duration(*d)*time.Second, protocol.MaxLeaseDuration)
 	}
 	renewTime := protocol.RenewTimeOf(lease)
-	prev, known := s.nodes[lease.Name]
-	next := nodeSighting{renewTime: renewTime, seenAt: now, interval: duration / kubeletRenewFraction, afterTheFact: !known}
+	prev, known := s.nodes[node]
+	next := nodeSighting{renewTime: renewTime, seenAt: now, afterTheFact: !known}
+	next.interval, next.overdueAfter = s.cadence(duration)
 	if known && renewTime.Equal(prev.renewTime) {
 		next.seenAt, next.afterTheFact = prev.seenAt, prev.afterTheFact
 	}
-	s.nodes[lease.Name] = next
+	s.nodes[node] = next
 	return known && !now.Before(prev.lateAt(maxSkew)) && next.seenAt.Equal(now)
 }
 
-// forget drops a node whose Lease is gone: nothing is known of it any more, which suspects nothing.
-func (s *NodeLeaseSightings) Forget(node string) {
+// Forget drops the node of a Lease that is gone: nothing is known of it any more, which suspects nothing.
+func (s *NodeLeaseSightings) Forget(lease *coordinationv1.Lease) {
+	node, ok := s.NodeOf(lease)
+	if !ok {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.nodes, node)
 }
 
-// lateAt is when a node's next renewal is overdue: one renewal interval and a fifth after the last, counted
-// from when it was seen or, seen after the fact, from the time it states plus maxSkew when earlier.
+// renewedBy is when the node's kubelet or agent was last known alive: when the operator saw its last
+// renewal or, seen after the fact, the time it states plus maxSkew when earlier.
+func (n nodeSighting) renewedBy(maxSkew time.Duration) time.Time {
+	return plan.RenewedBy(n.renewTime, n.seenAt, n.afterTheFact, maxSkew)
+}
+
+// lateAt is when a node's next renewal is overdue: overdueAfter past renewedBy.
 func (n nodeSighting) lateAt(maxSkew time.Duration) time.Time {
-	return plan.RenewedBy(n.renewTime, n.seenAt, n.afterTheFact, maxSkew).Add(n.interval + n.interval/5)
+	return n.renewedBy(maxSkew).Add(n.overdueAfter)
+}
+
+// heartbeats says, for each of nodes whose agent's heartbeat the operator has seen, what it saw.
+func (s *NodeLeaseSightings) heartbeats(nodes map[string]string, maxSkew time.Duration) map[string]plan.Heartbeat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]plan.Heartbeat, len(nodes))
+	for node := range nodes {
+		if n, ok := s.nodes[node]; ok {
+			out[node] = plan.Heartbeat{RenewedBy: n.renewedBy(maxSkew), LateAt: n.lateAt(maxSkew), Duration: n.interval * kubeletRenewFraction}
+		}
+	}
+	return out
 }
 
 // lateAt says, for each of nodes whose Lease the operator has seen, when it is overdue.

@@ -9,6 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/consumergroup-operator/consumergroup-operator/internal/fixture"
+	"github.com/consumergroup-operator/consumergroup-operator/internal/plan"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 // TestNodeLeaseLateness checks when a node's kubelet counts as overdue: one renewal interval and a fifth
@@ -45,5 +47,47 @@ func TestNodeLeaseLateness(t *testing.T) {
 				t.Fatalf("the node is late at %v, want %v", got.Sub(fixture.T0), tc.want.Sub(fixture.T0))
 			}
 		})
+	}
+}
+
+// TestAgentHeartbeatLateness: a node agent's heartbeat counts for the node it names, and is overdue two
+// renewal intervals after it was seen (4 s of an 8 s heartbeat); a Lease that is no heartbeat is not
+// counted, and a deleted heartbeat is forgotten.
+func TestAgentHeartbeatLateness(t *testing.T) {
+	const skew = time.Second
+	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
+	heartbeat := func(node string, seconds int32, renewed time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
+				Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
+				Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
+			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(seconds), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
+	}
+	s := NodeLeaseSightings{Heartbeats: true}
+	s.Saw(heartbeat("n1", 8, at(90)), at(100), skew)
+	s.Saw(heartbeat("n1", 8, at(101)), at(101), skew) // renewed, seen as it happens
+	s.Saw(heartbeat("n2", 0, at(99)), at(100), skew)  // no duration: the default
+	notOne := heartbeat("n3", 8, at(100))
+	notOne.Labels = nil
+	s.Saw(notOne, at(100), skew)
+	got := s.heartbeats(map[string]string{"n1": "", "n2": "", "n3": ""}, skew)
+	want := map[string]plan.Heartbeat{
+		"n1": {RenewedBy: at(101), LateAt: at(105), Duration: 8 * time.Second},
+		"n2": {RenewedBy: at(100), LateAt: at(104), Duration: protocol.DefaultNodeAgentHeartbeat},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("heartbeats of %v, want of n1 and n2 only", got)
+	}
+	for node, w := range want {
+		if g := got[node]; !g.RenewedBy.Equal(w.RenewedBy) || !g.LateAt.Equal(w.LateAt) || g.Duration != w.Duration {
+			t.Errorf("%s: %+v, want %+v", node, g, w)
+		}
+	}
+	if late, ok := s.LateAt("n1", skew); !ok || !late.Equal(at(105)) {
+		t.Errorf("LateAt(n1) = %v, %v; want %v", late, ok, at(105))
+	}
+	s.Forget(heartbeat("n1", 8, at(101)))
+	if _, ok := s.LateAt("n1", skew); ok {
+		t.Errorf("a deleted heartbeat is still timed")
 	}
 }

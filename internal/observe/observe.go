@@ -34,9 +34,10 @@ type Observer struct {
 	Clock   clock.PassiveClock
 	MaxSkew time.Duration
 	// Memory keeps what the operator saw of each group's Leases on earlier passes (Sightings); Nodes what
-	// it saw of the nodes' Leases.
+	// it saw of the nodes' Leases, and Agents of the node agents' heartbeats (nil without node views).
 	Memory Memory
 	Nodes  *NodeLeaseSightings
+	Agents *NodeLeaseSightings
 	// Pods reads the pods; nil reads them through Cached.
 	Pods PodReader
 }
@@ -108,6 +109,9 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 		return nil, err
 	}
 	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, o.MaxSkew)
+	if o.Agents != nil {
+		obs.AgentHeartbeats = o.Agents.heartbeats(obs.NodeZones, o.MaxSkew)
+	}
 	o.Memory.WithSightings(client.ObjectKeyFromObject(group), now, func(s *Sightings) {
 		obs.RestartedAt = s.observeRestarts(obs.Pods, renewals(obs.Leases), now)
 	})

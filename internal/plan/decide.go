@@ -380,7 +380,7 @@ func (dc *decider) checkOwnership() *Problem {
 
 func (dc *decider) findMembers() *Problem {
 	members, expiry, prob := membersFor(dc.group, dc.obs.Pods, dc.obs.NodeZones,
-		kubeletSignals{nodeLateAt: dc.obs.NodeLateAt, restartedAt: dc.obs.RestartedAt}, dc.leaseOf, dc.env.Now)
+		kubeletSignals{nodeLateAt: dc.obs.NodeLateAt, restartedAt: dc.obs.RestartedAt, agents: dc.obs.AgentHeartbeats}, dc.leaseOf, dc.env.Now)
 	dc.d.Report.Members, dc.memberExpiry = members, expiry
 	for _, m := range members {
 		if l := dc.leaseOf[m.Pod]; l != nil {

@@ -65,7 +65,7 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 			continue
 		}
 		if lease := leases[pod.Name]; lease != nil {
-			expiry := membershipEnds(lease, kubelets.nodeLateAt[pod.Spec.NodeName], kubelets.restartedAt[pod.UID])
+			expiry := membershipEnds(lease, kubelets.nodeLate(lease, pod.Spec.NodeName), kubelets.restartedAt[pod.UID])
 			if lease.PodUID != pod.UID || !now.Before(expiry) {
 				continue
 			}
@@ -115,6 +115,28 @@ func membersFor(group *v1alpha1.ConsumerGroup, pods []corev1.Pod, nodeZones map[
 type kubeletSignals struct {
 	nodeLateAt  map[string]time.Time
 	restartedAt map[types.UID]time.Time
+	// agents is what the operator saw of each node's agent's heartbeat, by node name.
+	agents map[string]Heartbeat
+}
+
+// nodeLate is when the node of a member whose Lease is lease is overdue, zero when unknown: when its
+// kubelet is, or, for a member that confirms through its node's agent, when the agent's heartbeat is, if
+// sooner. A member in node mode fences itself without its agent, so a node whose agent stopped, lost or
+// cut off, holds no reader of its queues; the heartbeat, renewed every 2 s, tells so in 4 s where the
+// kubelet's Lease takes 12. The heartbeat counts only when the agent was known alive within a heartbeat's
+// duration of the member's last renewal: the member wrote that it confirms through its agent when the
+// agent answered it, so an older heartbeat is one the agent no longer renews while it answers (turned
+// off, or its writes refused), which must not keep its members out for ever.
+func (k kubeletSignals) nodeLate(lease *protocol.LeaseState, node string) time.Time {
+	late := k.nodeLateAt[node]
+	agent, ok := k.agents[node]
+	if !ok || !lease.ThroughNodeAgent || agent.RenewedBy.Before(lease.RenewedBy.Add(-agent.Duration)) {
+		return late
+	}
+	if late.IsZero() || agent.LateAt.Before(late) {
+		return agent.LateAt
+	}
+	return late
 }
 
 // OwnMembershipEnd is when a pod whose Lease is lease stops being a member by its own deadlines alone

@@ -188,3 +188,40 @@ func TestMembersForLooksAgainAtTheMembersOwnDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeLateCountsTheAgentsHeartbeatForItsMembers: a member that confirms through its node's agent is
+// late when the agent's heartbeat is, if sooner than the kubelet; a member with its own reads is not,
+// and neither is one whose agent's heartbeat was last seen more than a heartbeat's duration before the
+// member's own last renewal (an agent that answers without renewing it).
+func TestNodeLateCountsTheAgentsHeartbeatForItsMembers(t *testing.T) {
+	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
+	const hb = 8 * time.Second
+	member := func(through bool, renewed time.Time) *protocol.LeaseState {
+		return &protocol.LeaseState{ThroughNodeAgent: through, RenewedBy: renewed}
+	}
+	agent := func(renewed time.Time) map[string]Heartbeat {
+		return map[string]Heartbeat{"n1": {RenewedBy: renewed, LateAt: renewed.Add(hb / 2), Duration: hb}}
+	}
+	kubelet := map[string]time.Time{"n1": at(112)}
+	cases := []struct {
+		name    string
+		signals kubeletSignals
+		lease   *protocol.LeaseState
+		want    time.Time
+	}{
+		{"no signal", kubeletSignals{}, member(true, at(0)), time.Time{}},
+		{"the kubelet alone", kubeletSignals{nodeLateAt: kubelet}, member(true, at(0)), at(112)},
+		{"through the agent: its heartbeat, sooner", kubeletSignals{nodeLateAt: kubelet, agents: agent(at(100))}, member(true, at(0)), at(104)},
+		{"through the agent, no kubelet seen", kubeletSignals{agents: agent(at(100))}, member(true, at(0)), at(104)},
+		{"through the agent: the kubelet, sooner", kubeletSignals{nodeLateAt: kubelet, agents: agent(at(110))}, member(true, at(0)), at(112)},
+		{"own reads: the agent's heartbeat says nothing of it", kubeletSignals{nodeLateAt: kubelet, agents: agent(at(100))}, member(false, at(0)), at(112)},
+		{"through the agent, its heartbeat seen a heartbeat before the member's renewal", kubeletSignals{nodeLateAt: kubelet, agents: agent(at(100))}, member(true, at(108)), at(104)},
+		{"through the agent, its heartbeat older than that: not renewed any more", kubeletSignals{nodeLateAt: kubelet, agents: agent(at(100))}, member(true, at(109)), at(112)},
+		{"another node's agent", kubeletSignals{nodeLateAt: kubelet, agents: map[string]Heartbeat{"n2": agent(at(100))["n1"]}}, member(true, at(0)), at(112)},
+	}
+	for _, tc := range cases {
+		if got := tc.signals.nodeLate(tc.lease, "n1"); !got.Equal(tc.want) {
+			t.Errorf("%s: nodeLate = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

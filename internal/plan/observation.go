@@ -20,6 +20,9 @@ type Observation struct {
 	// NodeLateAt says, for those of the nodes whose Lease the operator has seen, when its kubelet's next
 	// renewal is overdue.
 	NodeLateAt map[string]time.Time
+	// AgentHeartbeats says, for those of the nodes whose agent's heartbeat the operator has seen, what it
+	// saw (observe.NodeLeaseSightings with Heartbeats).
+	AgentHeartbeats map[string]Heartbeat
 	// RestartedAt says, by pod UID, when the operator first saw the kubelet restart a pod's containers
 	// with no renewal of its Lease since (internal/observe/restarts.go).
 	RestartedAt map[types.UID]time.Time
@@ -76,4 +79,11 @@ func RenewedBy(renewTime, seenAt time.Time, afterTheFact bool, maxSkew time.Dura
 		return stated
 	}
 	return seenAt
+}
+
+// Heartbeat is what the operator saw of a node agent's heartbeat: when the agent was last known alive
+// (RenewedBy, as for a member's Lease), when its next renewal is overdue, and the heartbeat's duration.
+type Heartbeat struct {
+	RenewedBy, LateAt time.Time
+	Duration          time.Duration
 }
