@@ -28,19 +28,20 @@ const nodeCommand = "node"
 const (
 	envNodeName     = "NODE_NAME"
 	envPodNamespace = "POD_NAMESPACE"
+	envPodName      = "POD_NAME"
 	envHostIP       = "HOST_IP"
 )
 
 // nodeOptions are the node agent's settings, from its flags and environment.
 type nodeOptions struct {
-	node, namespace, listen, kubeconfig string
-	minReadInterval                     time.Duration
+	node, namespace, pod, listen, kubeconfig string
+	minReadInterval, heartbeat               time.Duration
 }
 
 // parseNodeFlags reads the node agent's settings from args, with defaults from getenv. It refuses to go
-// on without a node name or a namespace. It listens on every address of its pod, where the Service with
-// internalTrafficPolicy Local that members call sends them, or on $HOST_IP when that is set (a pod on the
-// host's network).
+// on without a node name or a namespace, or, with a heartbeat, without its pod's name. It listens on every
+// address of its pod, where the Service with internalTrafficPolicy Local that members call sends them, or
+// on $HOST_IP when that is set (a pod on the host's network).
 func parseNodeFlags(args []string, getenv func(string) string, out io.Writer) (nodeOptions, error) {
 	fs := flag.NewFlagSet(nodeCommand, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -54,6 +55,8 @@ func parseNodeFlags(args []string, getenv func(string) string, out io.Writer) (n
 	fs.StringVar(&o.listen, "listen", listenDefault, fmt.Sprintf("address to serve on; :%d, or $%s:%d when $%s is set", protocol.DefaultNodeAgentPort, envHostIP, protocol.DefaultNodeAgentPort, envHostIP))
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; the pod's service account when empty")
 	fs.DurationVar(&o.minReadInterval, "min-read-interval", nodeagent.DefaultMinReadInterval, "the shortest time between two reads of the node view: what the agent costs the API server, and up to how long a member's request waits")
+	fs.DurationVar(&o.heartbeat, "heartbeat", protocol.DefaultNodeAgentHeartbeat, fmt.Sprintf("the duration of the agent's heartbeat Lease, in the namespace of the node views, which it renews every quarter of it: at least %v, in whole seconds; a negative value turns the heartbeat off", nodeagent.MinHeartbeat))
+	fs.StringVar(&o.pod, "pod", getenv(envPodName), "the agent's pod name, the holder of its heartbeat Lease; $"+envPodName+" by default")
 	if err := fs.Parse(args); err != nil {
 		return nodeOptions{}, err
 	}
@@ -73,6 +76,12 @@ func parseNodeFlags(args []string, getenv func(string) string, out io.Writer) (n
 	if o.minReadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("-min-read-interval=%v must be positive", o.minReadInterval))
 	}
+	if o.heartbeat >= 0 && o.heartbeat < nodeagent.MinHeartbeat {
+		errs = append(errs, fmt.Errorf("-heartbeat=%v must be at least %v, or negative to turn the heartbeat off", o.heartbeat, nodeagent.MinHeartbeat))
+	}
+	if o.heartbeat >= 0 && o.pod == "" {
+		errs = append(errs, fmt.Errorf("the pod name, the holder of the heartbeat Lease, is required: set -pod or $%s (from metadata.name), or turn the heartbeat off with a negative -heartbeat", envPodName))
+	}
 	return o, errors.Join(errs...)
 }
 
@@ -91,7 +100,8 @@ func runNode(ctx context.Context, args []string, getenv func(string) string, out
 	if err != nil {
 		return err
 	}
-	agent, err := nodeagent.New(nodeagent.Config{Node: o.node, Namespace: o.namespace, Client: cs, MinReadInterval: o.minReadInterval})
+	agent, err := nodeagent.New(nodeagent.Config{Node: o.node, Namespace: o.namespace, Client: cs, MinReadInterval: o.minReadInterval,
+		Heartbeat: o.heartbeat, Pod: o.pod})
 	if err != nil {
 		return err
 	}
@@ -99,7 +109,7 @@ func runNode(ctx context.Context, args []string, getenv func(string) string, out
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", o.listen, err)
 	}
-	klog.FromContext(ctx).Info("Serving node agent", "address", ln.Addr().String(), "node", o.node, "nodeViews", o.namespace)
+	klog.FromContext(ctx).Info("Serving node agent", "address", ln.Addr().String(), "node", o.node, "nodeViews", o.namespace, "heartbeat", o.heartbeat)
 	return serveNode(ctx, agent, ln)
 }
 

@@ -11,10 +11,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
 func TestParseNodeFlags(t *testing.T) {
-	env := map[string]string{envNodeName: "node-a", envPodNamespace: "cg-system", envHostIP: "10.0.0.5"}
+	env := map[string]string{envNodeName: "node-a", envPodNamespace: "cg-system", envPodName: "node-agent-x7k2p", envHostIP: "10.0.0.5"}
+	bare := map[string]string{envNodeName: "n", envPodNamespace: "ns", envPodName: "p"}
 	tests := []struct {
 		name string
 		args []string
@@ -23,17 +25,22 @@ func TestParseNodeFlags(t *testing.T) {
 		err  []string
 	}{
 		{"from the environment", nil, env,
-			nodeOptions{node: "node-a", namespace: "cg-system", listen: "10.0.0.5:9443", minReadInterval: time.Second}, nil},
-		{"flags over the environment", []string{"-node=node-b", "-namespace=ops", "-listen=127.0.0.1:0", "-min-read-interval=500ms"}, env,
-			nodeOptions{node: "node-b", namespace: "ops", listen: "127.0.0.1:0", minReadInterval: 500 * time.Millisecond}, nil},
-		{"an IPv6 host IP", nil, map[string]string{envNodeName: "n", envPodNamespace: "ns", envHostIP: "fd00::5"},
-			nodeOptions{node: "n", namespace: "ns", listen: "[fd00::5]:9443", minReadInterval: time.Second}, nil},
-		{"no environment", nil, nil, nodeOptions{}, []string{"-node or $NODE_NAME", "-namespace or $POD_NAMESPACE"}},
-		{"no host IP: every address of the pod", nil, map[string]string{envNodeName: "n", envPodNamespace: "ns"},
-			nodeOptions{node: "n", namespace: "ns", listen: ":9443", minReadInterval: time.Second}, nil},
-		{"an empty listen address", []string{"-listen="}, map[string]string{envNodeName: "n", envPodNamespace: "ns"}, nodeOptions{}, []string{"-listen is empty"}},
-		{"a node name but no namespace", []string{"-node=n", "-listen=127.0.0.1:0"}, nil, nodeOptions{}, []string{"$POD_NAMESPACE"}},
+			nodeOptions{node: "node-a", namespace: "cg-system", pod: "node-agent-x7k2p", listen: "10.0.0.5:9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+		{"flags over the environment", []string{"-node=node-b", "-namespace=ops", "-pod=agent-b", "-listen=127.0.0.1:0", "-min-read-interval=500ms", "-heartbeat=12s"}, env,
+			nodeOptions{node: "node-b", namespace: "ops", pod: "agent-b", listen: "127.0.0.1:0", minReadInterval: 500 * time.Millisecond, heartbeat: 12 * time.Second}, nil},
+		{"an IPv6 host IP", nil, map[string]string{envNodeName: "n", envPodNamespace: "ns", envPodName: "p", envHostIP: "fd00::5"},
+			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: "[fd00::5]:9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+		{"no environment", nil, nil, nodeOptions{}, []string{"-node or $NODE_NAME", "-namespace or $POD_NAMESPACE", "-pod or $POD_NAME"}},
+		{"no host IP: every address of the pod", nil, bare,
+			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: ":9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+		{"an empty listen address", []string{"-listen="}, bare, nodeOptions{}, []string{"-listen is empty"}},
+		{"a node name but no namespace", []string{"-node=n", "-pod=p", "-listen=127.0.0.1:0"}, nil, nodeOptions{}, []string{"$POD_NAMESPACE"}},
 		{"no read interval", []string{"-min-read-interval=0s"}, env, nodeOptions{}, []string{"must be positive"}},
+		{"no pod name", nil, map[string]string{envNodeName: "n", envPodNamespace: "ns"}, nodeOptions{}, []string{"-pod or $POD_NAME", "negative -heartbeat"}},
+		{"the heartbeat off: no pod name needed", []string{"-heartbeat=-1s"}, map[string]string{envNodeName: "n", envPodNamespace: "ns"},
+			nodeOptions{node: "n", namespace: "ns", listen: ":9443", minReadInterval: time.Second, heartbeat: -time.Second}, nil},
+		{"a heartbeat under 4 s", []string{"-heartbeat=3s"}, env, nodeOptions{}, []string{"-heartbeat=3s must be at least 4s, or negative"}},
+		{"a zero heartbeat", []string{"-heartbeat=0s"}, env, nodeOptions{}, []string{"-heartbeat=0s must be at least 4s"}},
 		{"an unknown flag", []string{"-contact-timeout=4s"}, env, nodeOptions{}, []string{"not defined"}},
 		{"an argument", []string{"extra"}, env, nodeOptions{}, []string{"unexpected arguments"}},
 	}
@@ -58,9 +65,11 @@ func TestParseNodeFlags(t *testing.T) {
 	}
 }
 
-// TestServeNodeStopsWithItsContext: SIGTERM (the context's end) stops the node agent's server promptly.
+// TestServeNodeStopsWithItsContext: SIGTERM (the context's end) stops the node agent's server, and its
+// heartbeat, promptly.
 func TestServeNodeStopsWithItsContext(t *testing.T) {
-	agent, err := nodeagent.New(nodeagent.Config{Node: "node-a", Namespace: "cg-system", Client: fake.NewClientset()})
+	agent, err := nodeagent.New(nodeagent.Config{Node: "node-a", Namespace: "cg-system", Client: fake.NewClientset(),
+		Heartbeat: protocol.DefaultNodeAgentHeartbeat, Pod: "node-agent-x7k2p"})
 	if err != nil {
 		t.Fatal(err)
 	}

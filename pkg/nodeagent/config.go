@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,11 @@ const (
 	DefaultMaxWaiting       = 4096
 	DefaultReviewsPerSecond = 10
 	DefaultReviewBurst      = 256
+	// MinHeartbeat is the shortest heartbeat: its Lease holds whole seconds, and is renewed every quarter
+	// of them.
+	MinHeartbeat = 4 * time.Second
+	// maxHeartbeat is the longest duration a Lease holds, in int32 seconds.
+	maxHeartbeat = math.MaxInt32 * time.Second
 )
 
 // Config says which node an agent serves and how it reads.
@@ -51,6 +57,14 @@ type Config struct {
 	// the burst covers every member of a full node starting at once.
 	ReviewsPerSecond float32
 	ReviewBurst      int
+	// Heartbeat is the duration of the agent's heartbeat Lease (protocol.NodeAgentHeartbeatName(Node), in
+	// Namespace), rounded to whole seconds, which the agent renews every quarter of it: at least
+	// MinHeartbeat. Zero or negative: no heartbeat. consumergroup-agent node sets
+	// protocol.DefaultNodeAgentHeartbeat unless told otherwise; the zero value is off so that a program
+	// that runs agents in its own process (hack/scale, tests) writes no Leases it did not ask for.
+	Heartbeat time.Duration
+	// Pod is the agent's pod name: the holder of its heartbeat Lease. Required with a heartbeat.
+	Pod string
 }
 
 func (c Config) withDefaults() Config {
@@ -94,5 +108,23 @@ func (c Config) validate() error {
 	if c.ReviewsPerSecond < 0 || c.ReviewBurst < 0 {
 		errs = append(errs, fmt.Errorf("the review rate %v a second and burst %d must not be negative", c.ReviewsPerSecond, c.ReviewBurst))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.validateHeartbeat()...)...)
+}
+
+// validateHeartbeat names what is wrong with the heartbeat's fields, when it is on.
+func (c Config) validateHeartbeat() []error {
+	if c.Heartbeat <= 0 {
+		return nil
+	}
+	var errs []error
+	switch {
+	case c.Heartbeat < MinHeartbeat:
+		errs = append(errs, fmt.Errorf("the heartbeat %v must be at least %v: its Lease holds whole seconds, and is renewed every quarter of them", c.Heartbeat, MinHeartbeat))
+	case c.Heartbeat > maxHeartbeat:
+		errs = append(errs, fmt.Errorf("the heartbeat %v must be at most %d seconds, what a Lease holds", c.Heartbeat, math.MaxInt32))
+	}
+	if c.Pod == "" {
+		errs = append(errs, errors.New("the agent's pod name, the holder of its heartbeat Lease, is required with a heartbeat"))
+	}
+	return errs
 }

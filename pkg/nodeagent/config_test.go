@@ -24,6 +24,12 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"negative bound", func(c *Config) { c.MaxWaiting = -1 }, "must not be negative"},
 		{"negative review rate", func(c *Config) { c.ReviewsPerSecond = -1 }, "review rate -1 a second and burst 256 must not be negative"},
 		{"negative review burst", func(c *Config) { c.ReviewBurst = -5 }, "review rate 10 a second and burst -5 must not be negative"},
+		{"a heartbeat", func(c *Config) { c.Heartbeat, c.Pod = 8*time.Second, "agent-x" }, ""},
+		{"the shortest heartbeat", func(c *Config) { c.Heartbeat, c.Pod = MinHeartbeat, "agent-x" }, ""},
+		{"a heartbeat under 4 s", func(c *Config) { c.Heartbeat, c.Pod = 3500*time.Millisecond, "agent-x" }, "heartbeat 3.5s must be at least 4s"},
+		{"a heartbeat longer than a Lease holds", func(c *Config) { c.Heartbeat, c.Pod = 1<<31*time.Second, "agent-x" }, "must be at most 2147483647 seconds"},
+		{"a heartbeat without a pod name", func(c *Config) { c.Heartbeat = 8 * time.Second }, "pod name, the holder of its heartbeat Lease, is required"},
+		{"no heartbeat, no pod name", func(c *Config) { c.Heartbeat = -time.Second }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good()

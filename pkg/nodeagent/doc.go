@@ -12,4 +12,9 @@
 // Who asks is settled by the token each request carries: a service account token bound to the member's
 // pod, for protocol.NodeAgentAudience, which the agent checks with a TokenReview. The pod's namespace is
 // the token's, so a pod can only ask about groups of its own namespace; a pod on another node is refused.
+//
+// The one object it writes is its heartbeat, a Lease in the operator's namespace that it renews every
+// quarter of Config.Heartbeat: the operator finds a node whose agent is gone sooner than the kubelet's
+// node Lease would tell it. The admission policy node-agent-heartbeats lets the agent write its own
+// node's heartbeat only.
 package nodeagent

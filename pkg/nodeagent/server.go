@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,14 +36,20 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, reader: newReader(cfg), tokens: newReviewer(cfg)}, nil
 }
 
-// Run reads the node view for the waiting requests until ctx ends. Requests that wait then, or arrive
-// later, are answered 503. An agent runs once: a second call returns an error at once.
+// Run reads the node view for the waiting requests, and renews the agent's heartbeat Lease when it has
+// one, until ctx ends; it returns once both have stopped. Requests that wait then, or arrive later, are
+// answered 503. An agent runs once: a second call returns an error at once.
 func (s *Server) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("node agent is already running")
 	}
-	logger := klog.FromContext(ctx).WithValues("node", s.cfg.Node)
-	s.reader.run(klog.NewContext(ctx, logger))
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", s.cfg.Node))
+	var heartbeat sync.WaitGroup
+	if s.cfg.Heartbeat > 0 {
+		heartbeat.Go(func() { runHeartbeat(ctx, s.cfg) })
+	}
+	s.reader.run(ctx)
+	heartbeat.Wait()
 	return nil
 }
 
