@@ -40,6 +40,7 @@ import (
 
 	"github.com/consumergroup-operator/consumergroup-operator/api/v1alpha1"
 	"github.com/consumergroup-operator/consumergroup-operator/internal/testenv"
+	"github.com/consumergroup-operator/consumergroup-operator/pkg/nodeagent"
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
@@ -77,6 +78,10 @@ const group = "orders"
 // it.
 const operatorNamespace, operatorServiceAccount = "consumergroup-system", "consumergroup-controller-manager"
 
+// The node agent's ServiceAccount, in the operator's namespace, as config/default with config/nodeagent
+// names it and the node-agent-heartbeats policy names it.
+const nodeAgentServiceAccount = "consumergroup-node-agent"
+
 // world is one namespace set up as docs/protocol.md tells a user to: the consumer's ServiceAccount, Role
 // and RoleBinding, two consumer pods A and B, and beside them another application, ledger, whose pod C
 // elects a leader with a Lease of its own. Clients act with tokens bound to each pod.
@@ -94,6 +99,10 @@ type world struct {
 	// asA, asB, asC and asLong carry a token bound to their pod; asAUnbound a token of A's ServiceAccount
 	// bound to no pod; asOperator a token of the operator's ServiceAccount.
 	asA, asB, asC, asLong, asAUnbound, asOperator kubernetes.Interface
+	// agentPod is the node agent's pod on node, and asAgent carries a token bound to it, which names the
+	// node; asAgentUnbound a token of the agent's ServiceAccount bound to no pod, which names none.
+	agentPod                *corev1.Pod
+	asAgent, asAgentUnbound kubernetes.Interface
 	// asTenant impersonates the tenant.
 	asTenant client.Client
 	// node names the node whose view the operator keeps, in the operator's namespace, for this world: one
@@ -200,6 +209,17 @@ func newWorld(t *testing.T, name string) *world {
 	w.node = name + "-node"
 	_, err = w.asOperator.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node, w.ns, 1), metav1.CreateOptions{})
 	must(t, err)
+	// The node agent runs on the node, in the operator's namespace.
+	_, err = admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node}}, metav1.CreateOptions{})
+	must(t, err)
+	w.agentPod, err = admin.CoreV1().Pods(operatorNamespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-agent-" + name},
+		Spec: corev1.PodSpec{ServiceAccountName: nodeAgentServiceAccount, NodeName: w.node, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "node-agent", Image: "agent:test"}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	w.asAgent = podClient(t, operatorNamespace, nodeAgentServiceAccount, w.agentPod)
+	w.asAgentUnbound = podClient(t, operatorNamespace, nodeAgentServiceAccount, nil)
 	return w
 }
 
@@ -337,6 +357,62 @@ func nodeView(node, ns string, mustSee int64) *corev1.ConfigMap {
 	}
 }
 
+// heartbeat is the heartbeat Lease of node's agent as pkg/nodeagent writes it: labelled, annotated with
+// its node, held by holder.
+func heartbeat(ns, node, holder string) *coordinationv1.Lease {
+	now := metav1.NewMicroTime(time.Now())
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: protocol.NodeAgentHeartbeatName(node),
+			Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
+			Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](8), RenewTime: &now},
+	}
+}
+
+// runAgentHeartbeat runs a node agent with w's agent's token, as consumergroup-agent node does, until its
+// heartbeat Lease is created and renewed once, or until 10 s have passed.
+func runAgentHeartbeat(ctx context.Context, w *world) error {
+	agent, err := nodeagent.New(nodeagent.Config{Node: w.node, Namespace: operatorNamespace, Client: w.asAgent,
+		Heartbeat: nodeagent.MinHeartbeat, Pod: w.agentPod.Name})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	err = awaitRenewedHeartbeat(ctx, w)
+	cancel()
+	if runErr := <-done; runErr != nil && err == nil {
+		err = runErr
+	}
+	return err
+}
+
+// awaitRenewedHeartbeat waits until w's agent's heartbeat Lease has been written twice, and checks that it
+// is its node's, held by its pod.
+func awaitRenewedHeartbeat(ctx context.Context, w *world) error {
+	leases := admin.CoordinationV1().Leases(operatorNamespace)
+	created := ""
+	for {
+		l, err := leases.Get(ctx, protocol.NodeAgentHeartbeatName(w.node), metav1.GetOptions{})
+		switch {
+		case err == nil && created == "":
+			created = l.ResourceVersion
+		case err == nil && l.ResourceVersion != created:
+			if node, ok := protocol.HeartbeatNode(l); !ok || node != w.node || ptr.Deref(l.Spec.HolderIdentity, "") != w.agentPod.Name {
+				return fmt.Errorf("the agent's heartbeat %+v is not node %s's, held by %s", l.ObjectMeta, w.node, w.agentPod.Name)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the agent's heartbeat was not created and renewed in 10 s (created at resource version %q): see its log", created)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // updateLease reads Lease name with c, changes it and writes it back with c.
 func updateLease(ctx context.Context, c kubernetes.Interface, ns, name string, change func(*coordinationv1.Lease)) error {
 	lease, err := c.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
@@ -445,6 +521,15 @@ var allowed = []write{
 		cm := nodeView(w.node, w.ns, 1)
 		cm.Namespace = w.ns
 		_, err := admin.CoreV1().ConfigMaps(w.ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}},
+	{name: "the node agent creates and renews its node's heartbeat, as pkg/nodeagent writes it", do: runAgentHeartbeat},
+	{name: "the admin writes another Lease in the operator's namespace, as the operator's leader election", do: func(ctx context.Context, w *world) error {
+		_, err := admin.CoordinationV1().Leases(operatorNamespace).Create(ctx, leaderLease(operatorNamespace, w.ns+"-leader", "operator-0"), metav1.CreateOptions{})
+		return err
+	}},
+	{name: "the admin writes a Lease labelled as a heartbeat outside the operator's namespace", do: func(ctx context.Context, w *world) error {
+		_, err := admin.CoordinationV1().Leases(w.ns).Create(ctx, heartbeat(w.ns, w.node, "admin"), metav1.CreateOptions{})
 		return err
 	}},
 	{name: "the tenant creates a group that names no credentialsSecret", do: func(ctx context.Context, w *world) error {
@@ -605,6 +690,64 @@ var refused = []write{
 				ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeViewName(w.node + "-unlabelled")}}, metav1.CreateOptions{})
 			return err
 		}},
+	{name: "the node agent creates the heartbeat of another node", policy: "node-agent-heartbeats",
+		names: []string{"metadata.annotations[messaging.consumergroup.io/node]", "system:serviceaccount:" + operatorNamespace + ":" + nodeAgentServiceAccount, "-node-other"},
+		do: func(ctx context.Context, w *world) error {
+			_, err := w.asAgent.CoordinationV1().Leases(operatorNamespace).Create(ctx, heartbeat(operatorNamespace, w.node+"-other", w.agentPod.Name), metav1.CreateOptions{})
+			return err
+		}},
+	{name: "the node agent creates another node's heartbeat Lease, annotated with its own node", policy: "node-agent-heartbeats",
+		names: []string{"metadata.name", "-node-elsewhere"},
+		do: func(ctx context.Context, w *world) error {
+			lease := heartbeat(operatorNamespace, w.node, w.agentPod.Name)
+			lease.Name = protocol.NodeAgentHeartbeatName(w.node + "-elsewhere")
+			_, err := w.asAgent.CoordinationV1().Leases(operatorNamespace).Create(ctx, lease, metav1.CreateOptions{})
+			return err
+		}},
+	{name: "the node agent strips the label from its heartbeat", policy: "node-agent-heartbeats",
+		names: []string{"metadata.labels[messaging.consumergroup.io/node-agent-heartbeat]", `not ""`},
+		do: func(ctx context.Context, w *world) error {
+			return updateLease(ctx, w.asAgent, operatorNamespace, protocol.NodeAgentHeartbeatName(w.node), func(l *coordinationv1.Lease) {
+				delete(l.Labels, protocol.NodeAgentHeartbeatLabel)
+			})
+		}},
+	{name: "the node agent's ServiceAccount, with a token bound to no pod, writes a heartbeat", policy: "node-agent-heartbeats",
+		names: []string{"token bound to its pod", "authentication.kubernetes.io/node-name"},
+		do: func(ctx context.Context, w *world) error {
+			_, err := w.asAgentUnbound.CoordinationV1().Leases(operatorNamespace).Create(ctx, heartbeat(operatorNamespace, w.node+"-unbound", "agent"), metav1.CreateOptions{})
+			return err
+		}},
+	{name: "the node agent creates a Lease that is not a heartbeat", policy: "node-agent-heartbeats",
+		names: []string{"metadata.labels", "is not a heartbeat", "system:serviceaccount:" + operatorNamespace + ":" + nodeAgentServiceAccount},
+		do: func(ctx context.Context, w *world) error {
+			_, err := w.asAgent.CoordinationV1().Leases(operatorNamespace).Create(ctx, leaderLease(operatorNamespace, w.ns+"-agent-leader", w.agentPod.Name), metav1.CreateOptions{})
+			return err
+		}},
+	{name: "the node agent takes the operator's leader election Lease", policy: "node-agent-heartbeats",
+		names: []string{"metadata.labels", "is not a heartbeat"},
+		do: func(ctx context.Context, w *world) error {
+			return updateLease(ctx, w.asAgent, operatorNamespace, w.ns+"-leader", func(l *coordinationv1.Lease) {
+				l.Spec.HolderIdentity = ptr.To(w.agentPod.Name)
+			})
+		}},
+	{name: "the admin creates a heartbeat", policy: "node-agent-heartbeats",
+		names: []string{"is the heartbeat of a node agent", "system:serviceaccount:" + operatorNamespace + ":" + nodeAgentServiceAccount},
+		do: func(ctx context.Context, w *world) error {
+			_, err := admin.CoordinationV1().Leases(operatorNamespace).Create(ctx, heartbeat(operatorNamespace, w.node+"-admin", "admin"), metav1.CreateOptions{})
+			return err
+		}},
+	{name: "the operator renews the node agent's heartbeat", policy: "node-agent-heartbeats",
+		names: []string{"is the heartbeat of a node agent", "not system:serviceaccount:" + operatorNamespace + ":" + operatorServiceAccount},
+		do: func(ctx context.Context, w *world) error {
+			return updateLease(ctx, w.asOperator, operatorNamespace, protocol.NodeAgentHeartbeatName(w.node), func(l *coordinationv1.Lease) {
+				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			})
+		}},
+	{name: "the admin creates an unlabelled Lease under a heartbeat's name", policy: "node-agent-heartbeats", names: []string{"named node-agent.<node>"},
+		do: func(ctx context.Context, w *world) error {
+			_, err := admin.CoordinationV1().Leases(operatorNamespace).Create(ctx, leaderLease(operatorNamespace, protocol.NodeAgentHeartbeatName(w.node+"-unlabelled"), "admin"), metav1.CreateOptions{})
+			return err
+		}},
 	{name: "the tenant creates a group naming credentialsSecret acl, which it may not get", policy: "nameserver-credentials",
 		names: []string{"spec.nameServer.credentialsSecret: you may not read Secret acl in this namespace, so the operator will not read it for you"},
 		do: func(ctx context.Context, w *world) error {
@@ -651,6 +794,7 @@ func TestAdmissionPolicies(t *testing.T) {
 	_, err = admin.CoreV1().ServiceAccounts(operatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: operatorServiceAccount}}, metav1.CreateOptions{})
 	must(t, err)
 	operatorMayWriteConfigMaps(t)
+	nodeAgentMayWriteLeases(t)
 
 	without := newWorld(t, "without-policies")
 	for _, wr := range append(append([]write{}, allowed...), refused...) {
@@ -711,6 +855,19 @@ func operatorMayWriteConfigMaps(t *testing.T) {
 	must(t, err)
 }
 
+// nodeAgentMayWriteLeases creates the node agent's ServiceAccount and grants it what config/nodeagent
+// grants it of Leases, in the operator's namespace; and lets the operator write Leases there too, as its
+// leader election does, so that only the policy keeps it from a heartbeat.
+func nodeAgentMayWriteLeases(t *testing.T) {
+	t.Helper()
+	_, err := admin.CoreV1().ServiceAccounts(operatorNamespace).Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: nodeAgentServiceAccount}}, metav1.CreateOptions{})
+	must(t, err)
+	leases := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}
+	grant(t, operatorNamespace, nodeAgentServiceAccount, "node-agent-leases", leases)
+	grant(t, operatorNamespace, operatorServiceAccount, "operator-leases", leases)
+}
+
 // installPolicies creates the policies and bindings of config/admission's kustomization, removes them when
 // the test ends, and returns once each policy refuses a write it must refuse. It returns the policies'
 // names by their names in config/admission (the same here: no kustomize prefix).
@@ -761,7 +918,7 @@ func installPolicies(t *testing.T, probes *world) map[string]string {
 			}
 		}
 	}
-	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps", "node-views", "nameserver-credentials"} {
+	for _, want := range []string{"member-lease", "member-writes", "assignment-configmaps", "node-views", "node-agent-heartbeats", "nameserver-credentials"} {
 		if names[want] == "" {
 			t.Fatalf("config/admission has no policy %s, of %v", want, names)
 		}
@@ -809,6 +966,13 @@ func awaitPolicies(t *testing.T, w *world) {
 				return fmt.Errorf("the operator's write: %v", err) // not Forbidden: the wait goes on
 			}
 			_, err := admin.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, nodeView(w.node+"-probe", w.ns, 1), dry)
+			return err
+		},
+		"node-agent-heartbeats": func() error {
+			if _, err := w.asAgent.CoordinationV1().Leases(operatorNamespace).Create(ctx, heartbeat(operatorNamespace, w.node, w.agentPod.Name), dry); err != nil {
+				return fmt.Errorf("the node agent's write: %v", err) // not Forbidden: the wait goes on
+			}
+			_, err := admin.CoordinationV1().Leases(operatorNamespace).Create(ctx, heartbeat(operatorNamespace, w.node, "admin"), dry)
 			return err
 		},
 		"nameserver-credentials": func() error {

@@ -21,6 +21,7 @@ var admissionPolicies = map[string]string{
 	"member-writes":          "member_writes_policy.yaml",
 	"assignment-configmaps":  "assignment_policy.yaml",
 	"node-views":             "node_view_policy.yaml",
+	"node-agent-heartbeats":  "node_agent_heartbeat_policy.yaml",
 	"nameserver-credentials": "nameserver_credentials_policy.yaml",
 }
 
@@ -75,18 +76,22 @@ func configPolicy(t *testing.T, name string) admissionregistrationv1.ValidatingA
 	return p
 }
 
-// operatorUser is the expression of the assignment-configmaps policy's variable operator that names the
-// operator's ServiceAccount namespace/name.
-func operatorUser(namespace, name string) string {
+// serviceAccountUser is the expression of a policy's variable operator or nodeAgent that names the
+// ServiceAccount namespace/name.
+func serviceAccountUser(namespace, name string) string {
 	return "'system:serviceaccount:" + namespace + ":" + name + "'"
 }
 
-// withOperator returns spec with its variable operator set to expression (when it has that variable).
-func withOperator(spec admissionregistrationv1.ValidatingAdmissionPolicySpec, expression string) admissionregistrationv1.ValidatingAdmissionPolicySpec {
+// withUsers returns spec with its variables operator and nodeAgent set to the expressions operator and
+// nodeAgent (when it has those variables).
+func withUsers(spec admissionregistrationv1.ValidatingAdmissionPolicySpec, operator, nodeAgent string) admissionregistrationv1.ValidatingAdmissionPolicySpec {
 	spec = *spec.DeepCopy()
 	for i, v := range spec.Variables {
-		if v.Name == "operator" {
-			spec.Variables[i].Expression = expression
+		switch v.Name {
+		case "operator":
+			spec.Variables[i].Expression = operator
+		case "nodeAgent":
+			spec.Variables[i].Expression = nodeAgent
 		}
 	}
 	return spec
@@ -94,8 +99,10 @@ func withOperator(spec admissionregistrationv1.ValidatingAdmissionPolicySpec, ex
 
 // check checks that the install carries config/admission's policies under prefix+name, unchanged but for
 // the operator of the assignment-configmaps and node-views policies, which must be the ServiceAccount the
-// operator's Deployment runs as, and each bound with Deny; the node views' binding holds in the
-// operator's namespace.
+// operator's Deployment runs as, and the node agent of the node-agent-heartbeats policy, which must be
+// the node agent's ServiceAccount (prefix+"node-agent", in the operator's namespace: TestNodeAgentInConfig
+// and TestNodeAgentInChart check that the DaemonSet runs as it), and each bound with Deny; the node
+// views' and the heartbeats' bindings hold in the operator's namespace.
 func (s shippedAdmission) check(t *testing.T, prefix string) {
 	t.Helper()
 	if len(s.policies) != len(admissionPolicies) || len(s.bindings) != len(admissionPolicies) {
@@ -105,16 +112,17 @@ func (s shippedAdmission) check(t *testing.T, prefix string) {
 	if s.operatorServiceAccount == "" {
 		t.Fatal("no operator Deployment, or it names no ServiceAccount")
 	}
-	operator := operatorUser(s.operatorNamespace, s.operatorServiceAccount)
+	operator := serviceAccountUser(s.operatorNamespace, s.operatorServiceAccount)
+	nodeAgent := serviceAccountUser(s.operatorNamespace, prefix+"node-agent")
 	for name := range admissionPolicies {
 		p, ok := s.policies[prefix+name]
 		if !ok {
 			t.Errorf("no policy %s%s, of %v", prefix, name, keys(s.policies))
 			continue
 		}
-		if want := withOperator(configPolicy(t, name).Spec, operator); !reflect.DeepEqual(p.Spec, want) {
-			t.Errorf("policy %s differs from config/admission/%s with the operator %s (in the chart: copy it into files/admission)",
-				p.Name, admissionPolicies[name], operator)
+		if want := withUsers(configPolicy(t, name).Spec, operator, nodeAgent); !reflect.DeepEqual(p.Spec, want) {
+			t.Errorf("policy %s differs from config/admission/%s with the operator %s and the node agent %s (in the chart: copy it into files/admission)",
+				p.Name, admissionPolicies[name], operator, nodeAgent)
 		}
 		b, ok := s.bindings[prefix+name]
 		if !ok {
@@ -138,13 +146,15 @@ func (s shippedAdmission) check(t *testing.T, prefix string) {
 	if b := s.bindings[prefix+"member-lease"]; b.Spec.MatchResources != nil {
 		t.Errorf("binding %s is limited to %+v; pods are confined to their own member Lease in every namespace", b.Name, b.Spec.MatchResources)
 	}
-	// The node views are the operator's, in its own namespace: the rule holds there, and only there, so
-	// that another release keeps writing its own.
-	sel = s.bindings[prefix+"node-views"].Spec.MatchResources
-	if sel == nil || sel.NamespaceSelector == nil || len(sel.NamespaceSelector.MatchLabels) != 0 || len(sel.NamespaceSelector.MatchExpressions) != 1 ||
-		sel.NamespaceSelector.MatchExpressions[0].Key != "kubernetes.io/metadata.name" || sel.NamespaceSelector.MatchExpressions[0].Operator != "In" ||
-		!slices.Equal(sel.NamespaceSelector.MatchExpressions[0].Values, []string{s.operatorNamespace}) {
-		t.Errorf("binding %snode-views matches %+v, want the operator's namespace %s only", prefix, sel, s.operatorNamespace)
+	// The node views and the heartbeats are in the operator's namespace: their rules hold there, and only
+	// there, so that another release keeps writing its own.
+	for _, name := range []string{"node-views", "node-agent-heartbeats"} {
+		sel = s.bindings[prefix+name].Spec.MatchResources
+		if sel == nil || sel.NamespaceSelector == nil || len(sel.NamespaceSelector.MatchLabels) != 0 || len(sel.NamespaceSelector.MatchExpressions) != 1 ||
+			sel.NamespaceSelector.MatchExpressions[0].Key != "kubernetes.io/metadata.name" || sel.NamespaceSelector.MatchExpressions[0].Operator != "In" ||
+			!slices.Equal(sel.NamespaceSelector.MatchExpressions[0].Values, []string{s.operatorNamespace}) {
+			t.Errorf("binding %s%s matches %+v, want the operator's namespace %s only", prefix, name, sel, s.operatorNamespace)
+		}
 	}
 }
 
