@@ -76,9 +76,11 @@ func TestSecretsAreReadInTheCredentialsNamespaceOnly(t *testing.T) {
 }
 
 // The node agent (config/nodeagent) creates TokenReviews, to learn which pod a member's token is bound
-// to, and gets ConfigMaps in the operator's namespace, to read its node's view; nothing else, and no
-// write. Both are bound to its own ServiceAccount, which its DaemonSet runs as, with that token mounted.
-func TestNodeAgentReviewsTokensAndReadsItsNodeViewOnly(t *testing.T) {
+// to; gets ConfigMaps in the operator's namespace, to read its node's view; and gets, creates and updates
+// Leases there, to renew its heartbeat (the admission policy node-agent-heartbeats confines it to its own
+// node's); nothing else. Both are bound to its own ServiceAccount, which its DaemonSet runs as, with that
+// token mounted.
+func TestNodeAgentReviewsTokensReadsItsNodeViewAndRenewsItsHeartbeatOnly(t *testing.T) {
 	var sa corev1.ServiceAccount
 	readStrict(t, "nodeagent/service_account.yaml", &sa)
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}
@@ -97,9 +99,12 @@ func TestNodeAgentReviewsTokensAndReadsItsNodeViewOnly(t *testing.T) {
 
 	var role rbacv1.Role
 	readStrict(t, "nodeagent/role.yaml", &role)
-	want = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+	want = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+	}
 	if !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("the node agent's Role grants %+v, want only get on configmaps", role.Rules)
+		t.Errorf("the node agent's Role grants %+v, want only get on configmaps, and get, create and update on leases", role.Rules)
 	}
 	var binding rbacv1.RoleBinding
 	readStrict(t, "nodeagent/role_binding.yaml", &binding)

@@ -89,7 +89,8 @@ func nodeAgentOf(t *testing.T, objs []*unstructured.Unstructured) nodeAgent {
 }
 
 // check checks what node mode needs, in any install: the agent runs as its own ServiceAccount, which
-// may create TokenReviews and get ConfigMaps in the operator's namespace and nothing else; its pods
+// may create TokenReviews, get ConfigMaps and get, create and update Leases (its heartbeat) in the
+// operator's namespace, and nothing else; it renews a heartbeat, held by its pod; its pods
 // pass the restricted Pod Security Standard, run on every node image allows, and are reached on their
 // own node only, through a Service that selects them and no operator pod; the operator keeps the node
 // views in its own namespace, where the agent reads them.
@@ -107,9 +108,12 @@ func (a nodeAgent) check(t *testing.T, image string) {
 		t.Errorf("the node agent's ClusterRole %s grants %+v, bound to %+v; want only create on tokenreviews, bound to %+v",
 			a.clusterRole.Name, a.clusterRole.Rules, a.clusterBinding.Subjects, subjects)
 	}
-	getConfigMaps := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
-	if !reflect.DeepEqual(a.role.Rules, getConfigMaps) || a.binding.RoleRef.Kind != "Role" || !reflect.DeepEqual(a.binding.Subjects, subjects) {
-		t.Errorf("the node agent's Role %s grants %+v, bound to %+v; want only get on configmaps, bound to %+v",
+	nodeViewAndHeartbeat := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+	}
+	if !reflect.DeepEqual(a.role.Rules, nodeViewAndHeartbeat) || a.binding.RoleRef.Kind != "Role" || !reflect.DeepEqual(a.binding.Subjects, subjects) {
+		t.Errorf("the node agent's Role %s grants %+v, bound to %+v; want only get on configmaps, and get, create and update on leases, bound to %+v",
 			a.role.Name, a.role.Rules, a.binding.Subjects, subjects)
 	}
 
@@ -127,8 +131,9 @@ func (a nodeAgent) check(t *testing.T, image string) {
 		t.Errorf("the node agent runs %s, want %s", c.Image, image)
 	}
 	if len(c.Args) == 0 || c.Args[0] != "node" || !slices.Contains(c.Args, "-listen=:9443") ||
-		!slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-min-read-interval=") }) {
-		t.Errorf("the node agent's args %q, want consumergroup-agent node -listen=:9443 -min-read-interval=...", c.Args)
+		!slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-min-read-interval=") }) ||
+		!slices.Contains(c.Args, "-heartbeat=8s") {
+		t.Errorf("the node agent's args %q, want consumergroup-agent node -listen=:9443 -min-read-interval=... -heartbeat=8s", c.Args)
 	}
 	fieldRefs := map[string]string{}
 	for _, e := range c.Env {
@@ -136,8 +141,8 @@ func (a nodeAgent) check(t *testing.T, image string) {
 			fieldRefs[e.Name] = e.ValueFrom.FieldRef.FieldPath
 		}
 	}
-	if fieldRefs["NODE_NAME"] != "spec.nodeName" || fieldRefs["POD_NAMESPACE"] != "metadata.namespace" {
-		t.Errorf("the node agent's env %+v, want NODE_NAME from spec.nodeName and POD_NAMESPACE from metadata.namespace", c.Env)
+	if fieldRefs["NODE_NAME"] != "spec.nodeName" || fieldRefs["POD_NAMESPACE"] != "metadata.namespace" || fieldRefs["POD_NAME"] != "metadata.name" {
+		t.Errorf("the node agent's env %+v, want NODE_NAME from spec.nodeName, POD_NAMESPACE from metadata.namespace and POD_NAME from metadata.name", c.Env)
 	}
 	port := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == nodeAgentPort })
 	if port < 0 {
