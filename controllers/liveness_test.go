@@ -26,19 +26,35 @@ import (
 // 4 s and renews it every second, a quarter of it, as a kubelet does, until the returned func is called.
 func runKubelet(t *testing.T, node string) (stop func()) {
 	t.Helper()
+	return runKubeletOf(t, node, 4)
+}
+
+// runKubeletOf is runKubelet with a Lease of seconds, renewed every quarter of it.
+func runKubeletOf(t *testing.T, node string, seconds int32) (stop func()) {
+	t.Helper()
 	ctx := context.Background()
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](4), RenewTime: &now},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To(seconds), RenewTime: &now},
 	}
 	must(t, k8s.Create(ctx, lease))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, lease) })
+	renew := func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var l coordinationv1.Lease
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(lease), &l); err != nil {
+				return err
+			}
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			return k8s.Update(ctx, &l)
+		})
+	}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		tick := time.NewTicker(time.Second)
+		tick := time.NewTicker(time.Duration(seconds) * time.Second / 4)
 		defer tick.Stop()
 		for {
 			select {
@@ -46,14 +62,7 @@ func runKubelet(t *testing.T, node string) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				var l coordinationv1.Lease
-				if err := k8s.Get(ctx, client.ObjectKeyFromObject(lease), &l); err != nil {
-					return err
-				}
-				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-				return k8s.Update(ctx, &l)
-			})
+			renew()
 		}
 	}()
 	var once bool

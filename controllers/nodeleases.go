@@ -88,6 +88,6 @@ func stripNodeLease(obj any) (any, error) {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: lease.Name, Namespace: lease.Namespace, UID: lease.UID, ResourceVersion: lease.ResourceVersion,
 			Labels: labels, Annotations: annotations},
-		Spec:       coordinationv1.LeaseSpec{RenewTime: lease.Spec.RenewTime, AcquireTime: lease.Spec.AcquireTime, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds},
+		Spec: coordinationv1.LeaseSpec{RenewTime: lease.Spec.RenewTime, AcquireTime: lease.Spec.AcquireTime, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds},
 	}, nil
 }

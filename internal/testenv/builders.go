@@ -96,6 +96,12 @@ func (w *PodWrapper) OnNode(node string) *PodWrapper {
 	return w
 }
 
+// ServiceAccount runs the pod as service account sa, which must exist for tokens bound to the pod.
+func (w *PodWrapper) ServiceAccount(sa string) *PodWrapper {
+	w.p.Spec.ServiceAccountName = sa
+	return w
+}
+
 // Annotate sets an annotation.
 func (w *PodWrapper) Annotate(key, value string) *PodWrapper {
 	if w.p.Annotations == nil {
