@@ -31,7 +31,7 @@ const (
 )
 
 // nodeAgents are the node agents of a node-mode run, one per node, each a pkg/nodeagent server with its
-// own connection to the API server, which can be cut, as its node's. The members of a node ask their
+// own connection to the API server, which can be cut, as its node's, and its heartbeat with it. The members of a node ask their
 // agent with a call in their own process (nodeagent.Server.Confirm, member.Config.NodeAgentCall), not over
 // HTTP: on a real cluster each node's members and agent share that node's cores, where here 20,000
 // members asking once a second, even through the agent's HTTP handler in process, would need most of the
@@ -56,7 +56,10 @@ func startNodeAgents(ctx context.Context, cfg *rest.Config, nodes []string) (*no
 			stop()
 			return nil, err
 		}
-		srv, err := nodeagent.New(nodeagent.Config{Node: node, Namespace: operatorNamespace, Client: cs})
+		// Each renews its heartbeat as consumergroup-agent node does, every 2 s: it is what tells the
+		// operator that a node is lost, and a cut agent renews it no more.
+		srv, err := nodeagent.New(nodeagent.Config{Node: node, Namespace: operatorNamespace, Client: cs,
+			Heartbeat: protocol.DefaultNodeAgentHeartbeat, Pod: "node-agent-" + node})
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("node agent of %s: %w", node, err)
