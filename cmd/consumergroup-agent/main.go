@@ -13,11 +13,12 @@
 // `consumergroup-agent probe [-listen addr]` is its liveness probe, for an exec probe: it exits 1 unless
 // /healthz answers 200.
 //
-// `consumergroup-agent node [-node NAME] [-namespace NS] [-listen ADDR] [-min-read-interval 1s]` is the
-// node agent of node mode instead (package nodeagent), one per node, run by a DaemonSet: it answers the
-// confirmation requests of the members on its node with reads of the node's view. It reads NODE_NAME and
-// POD_NAMESPACE from the environment, and listens on :9443 by default (members reach it through a Service
-// with internalTrafficPolicy Local), or on $(HOST_IP):9443 when HOST_IP is set.
+// `consumergroup-agent node [-node NAME] [-namespace NS] [-listen ADDR] [-min-read-interval 1s]
+// [-heartbeat 8s] [-pod NAME]` is the node agent of node mode instead (package nodeagent), one per node,
+// run by a DaemonSet: it answers the confirmation requests of the members on its node with reads of the
+// node's view, and renews its node's heartbeat Lease every quarter of -heartbeat. It reads NODE_NAME,
+// POD_NAMESPACE and POD_NAME from the environment, and listens on :9443 by default (members reach it
+// through a Service with internalTrafficPolicy Local), or on $(HOST_IP):9443 when HOST_IP is set.
 //
 // It reads POD_NAME, POD_NAMESPACE, POD_UID, CONSUMER_GROUP and MEMBER_ID from the environment, and
 // NODE_AGENT and NODE_AGENT_TOKEN_FILE, which make the member confirm its view through the node agent.
