@@ -44,6 +44,7 @@ var nonDefaultValues = map[string]any{
 		"enabled":           true,
 		"image":             map[string]any{"repository": "registry.example/cg/agent", "tag": "1.2.3", "pullPolicy": "Always"},
 		"minReadInterval":   "2s",
+		"heartbeat":         "12s",
 		"resources":         map[string]any{"requests": map[string]any{"cpu": "20m", "memory": "48Mi"}, "limits": map[string]any{"memory": "96Mi"}},
 		"tolerations":       []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}},
 		"nodeSelector":      map[string]any{"consumergroup.io/members": "true"},
