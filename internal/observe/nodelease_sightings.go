@@ -119,10 +119,14 @@ func (n nodeSighting) lateAt(maxSkew time.Duration) time.Time {
 	return n.renewedBy(maxSkew).Add(n.overdueAfter)
 }
 
-// heartbeats says, for each of nodes whose agent's heartbeat the operator has seen, what it saw.
-func (s *NodeLeaseSightings) heartbeats(nodes map[string]string, maxSkew time.Duration) map[string]plan.Heartbeat {
+// heartbeats says, for each of nodes whose agent's heartbeat the operator has seen, what it saw; nothing
+// while too many heartbeats are overdue at now to believe them (disrupted).
+func (s *NodeLeaseSightings) heartbeats(nodes map[string]string, now time.Time, maxSkew time.Duration) map[string]plan.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.disrupted(now, maxSkew) {
+		return nil
+	}
 	out := make(map[string]plan.Heartbeat, len(nodes))
 	for node := range nodes {
 		if n, ok := s.nodes[node]; ok {
@@ -155,4 +159,21 @@ func (s *NodeLeaseSightings) LateAt(node string, maxSkew time.Duration) (time.Ti
 		return time.Time{}, false
 	}
 	return n.lateAt(maxSkew), true
+}
+
+// disrupted reports whether more heartbeats are overdue at now than nodes fail at once: more than a tenth
+// of them, and more than two. Then it is the API server that is slow to take the agents' writes, or the
+// operator to see them, rather than the nodes that are lost: a heartbeat renewed every 2 s is late after
+// 4 s, and an API server whose writes take seconds would have every node's members' queues revoked, and
+// the revocations' writes load it further. Kubernetes' node lifecycle controller stops evicting in a
+// zone most of whose nodes are not ready, for the same reason. The nodes' kubelets then time them alone
+// (19 s for a lost node, not 11 s). s.mu is held.
+func (s *NodeLeaseSightings) disrupted(now time.Time, maxSkew time.Duration) bool {
+	late := 0
+	for _, n := range s.nodes {
+		if !now.Before(n.lateAt(maxSkew)) {
+			late++
+		}
+	}
+	return late > 2 && late*10 > len(s.nodes)
 }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 	notOne := heartbeat("n3", 8, at(100))
 	notOne.Labels = nil
 	s.Saw(notOne, at(100), skew)
-	got := s.heartbeats(map[string]string{"n1": "", "n2": "", "n3": ""}, skew)
+	got := s.heartbeats(map[string]string{"n1": "", "n2": "", "n3": ""}, at(102), skew)
 	want := map[string]plan.Heartbeat{
 		"n1": {RenewedBy: at(101), LateAt: at(105), Duration: 8 * time.Second},
 		"n2": {RenewedBy: at(100), LateAt: at(104), Duration: protocol.DefaultNodeAgentHeartbeat},
@@ -89,5 +90,46 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 	s.Forget(heartbeat("n1", 8, at(101)))
 	if _, ok := s.LateAt("n1", skew); ok {
 		t.Errorf("a deleted heartbeat is still timed")
+	}
+}
+
+// TestHeartbeatsDisruptedAtOnceAreNotBelieved: while more than two heartbeats, and more than a tenth of
+// them, are overdue at once, none counts (the API server, not the nodes, is failing), and the kubelets
+// time the nodes alone; one node late among many, or two of a few, still counts.
+func TestHeartbeatsDisruptedAtOnceAreNotBelieved(t *testing.T) {
+	const skew = time.Second
+	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
+	cases := []struct {
+		name        string
+		nodes, late int
+		believed    bool
+	}{
+		{"one late of two", 2, 1, true},
+		{"two late of two", 2, 2, true},
+		{"three late of three", 3, 3, false},
+		{"three late of thirty", 30, 3, true},
+		{"four late of thirty", 30, 4, false},
+		{"one late of two hundred", 200, 1, true},
+		{"twenty late of two hundred", 200, 20, true},
+		{"twenty-one late of two hundred", 200, 21, false},
+	}
+	for _, tc := range cases {
+		s := NodeLeaseSightings{Heartbeats: true}
+		for i := range tc.nodes {
+			node := fmt.Sprintf("n%d", i)
+			renewed := at(100) // renewed as seen; overdue 4 s later
+			if i >= tc.late {
+				renewed = at(103)
+			}
+			s.Saw(&coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
+					Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
+					Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
+				Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](8), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}, renewed, skew)
+		}
+		got := s.heartbeats(map[string]string{"n0": ""}, at(105), skew)
+		if _, ok := got["n0"]; ok != tc.believed {
+			t.Errorf("%s: the late node's heartbeat counts: %v, want %v", tc.name, ok, tc.believed)
+		}
 	}
 }

@@ -110,7 +110,7 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 	}
 	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, o.MaxSkew)
 	if o.Agents != nil {
-		obs.AgentHeartbeats = o.Agents.heartbeats(obs.NodeZones, o.MaxSkew)
+		obs.AgentHeartbeats = o.Agents.heartbeats(obs.NodeZones, now, o.MaxSkew)
 	}
 	o.Memory.WithSightings(client.ObjectKeyFromObject(group), now, func(s *Sightings) {
 		obs.RestartedAt = s.observeRestarts(obs.Pods, renewals(obs.Leases), now)
