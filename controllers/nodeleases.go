@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -20,19 +21,34 @@ import (
 	"github.com/consumergroup-operator/consumergroup-operator/pkg/protocol"
 )
 
-// watchNodeLeases starts a cache of the Leases of namespace (kube-node-lease) with the manager, and
-// records their renewals; a node that renews again after being late makes its groups look again.
-func (r *ConsumerGroupReconciler) watchNodeLeases(mgr ctrl.Manager, namespace string) (source.TypedSource[reconcile.Request], error) {
-	return r.watchHeartbeats(mgr, cache.Config{}, namespace, &r.nodeLeases, r.lateNodes)
+// timeNodeLeases times the kubelets' renewals of the Leases of NodeLeaseNamespace (kube-node-lease),
+// and wakes a node's groups when it is overdue, or renews again after being late.
+func (r *ConsumerGroupReconciler) timeNodeLeases(mgr ctrl.Manager, b *builder.Builder) (*lateNodes, error) {
+	return r.timeHeartbeats(mgr, b, cache.Config{}, r.NodeLeaseNamespace, &r.nodeLeases)
 }
 
-// watchAgentHeartbeats does for the node agents' heartbeats, in the node views' namespace, what
-// watchNodeLeases does for the kubelets' Leases: a cache of those Leases only (by their label), whose
-// renewals are timed (observe.NodeLeaseSightings with Heartbeats) and whose lateness wakes the groups of
-// the node (lateAgents).
-func (r *ConsumerGroupReconciler) watchAgentHeartbeats(mgr ctrl.Manager, namespace string) (source.TypedSource[reconcile.Request], error) {
+// timeAgentHeartbeats does for the node agents' heartbeats, in the node views' namespace, what
+// timeNodeLeases does for the kubelets' Leases: its cache holds those Leases only (by their label), whose
+// renewals are timed by observe.NodeLeaseSightings with Heartbeats.
+func (r *ConsumerGroupReconciler) timeAgentHeartbeats(mgr ctrl.Manager, b *builder.Builder) (*lateNodes, error) {
 	heartbeats := labels.SelectorFromSet(labels.Set{protocol.NodeAgentHeartbeatLabel: "true"})
-	return r.watchHeartbeats(mgr, cache.Config{LabelSelector: heartbeats}, namespace, &r.agentHeartbeats, r.lateAgents)
+	return r.timeHeartbeats(mgr, b, cache.Config{LabelSelector: heartbeats}, r.NodeViewsNamespace, &r.agentHeartbeats)
+}
+
+// timeHeartbeats records in sightings the renewals of the Leases of namespace that config selects, and
+// adds to b a timer per node (lateNodes) that wakes its groups, first in the work queue, once it is
+// overdue.
+func (r *ConsumerGroupReconciler) timeHeartbeats(mgr ctrl.Manager, b *builder.Builder, config cache.Config, namespace string, sightings *observe.NodeLeaseSightings) (*lateNodes, error) {
+	late := newLateNodes(sightings, r.Clock, r.maxClockSkew(), r.groupsOnNode)
+	if err := mgr.Add(late); err != nil {
+		return nil, err
+	}
+	renewals, err := r.watchHeartbeats(mgr, config, namespace, sightings, late)
+	if err != nil {
+		return nil, err
+	}
+	b.WatchesRawSource(renewals).WatchesRawSource(source.Channel(late.woken, enqueueUrgently()))
+	return late, nil
 }
 
 // watchHeartbeats starts a cache of the Leases of namespace that config selects, records their renewals

@@ -70,6 +70,7 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).WatchesRawSource(source.Channel(r.lateMembers.woken, enqueueUrgently()))
+	var err error
 	if r.NodeViewsNamespace != "" {
 		r.nodeViews = newNodeViews(r.Client, r.APIReader, r.NodeViewsNamespace, r.Clock)
 		if err := mgr.Add(r.nodeViews); err != nil {
@@ -77,29 +78,17 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		}
 		b = b.WatchesRawSource(source.Channel(r.nodeViews.woken, &handler.EnqueueRequestForObject{}))
 		r.agentHeartbeats.Heartbeats = true
-		r.lateAgents = newLateNodes(&r.agentHeartbeats, r.Clock, r.maxClockSkew(), r.groupsOnNode)
-		if err := mgr.Add(r.lateAgents); err != nil {
+		if r.lateAgents, err = r.timeAgentHeartbeats(mgr, b); err != nil {
 			return err
 		}
-		heartbeats, err := r.watchAgentHeartbeats(mgr, r.NodeViewsNamespace)
-		if err != nil {
-			return err
-		}
-		b = b.WatchesRawSource(heartbeats).WatchesRawSource(source.Channel(r.lateAgents.woken, enqueueUrgently()))
 		b = b.Watches(&corev1.ConfigMap{}, r.nodeViews.viewEvents(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.NodeViewsNamespace && o.GetLabels()[protocol.NodeViewLabel] == "true"
 		})))
 	}
 	if r.NodeLeaseNamespace != "" {
-		r.lateNodes = newLateNodes(&r.nodeLeases, r.Clock, r.maxClockSkew(), r.groupsOnNode)
-		if err := mgr.Add(r.lateNodes); err != nil {
+		if r.lateNodes, err = r.timeNodeLeases(mgr, b); err != nil {
 			return err
 		}
-		nodeLeases, err := r.watchNodeLeases(mgr, r.NodeLeaseNamespace)
-		if err != nil {
-			return err
-		}
-		b = b.WatchesRawSource(nodeLeases).WatchesRawSource(source.Channel(r.lateNodes.woken, enqueueUrgently()))
 	}
 	return b.
 		Named("consumergroup").
