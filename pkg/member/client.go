@@ -155,7 +155,7 @@ func New(cs kubernetes.Interface, cfg Config) (*Client, error) {
 		if cfg.nodeMode() {
 			agent := newNodeConfirmer(cfg, c.view)
 			// The Lease says so at once rather than at its next renewal, minutes away in node mode.
-			agent.throughAgent = c.lease.requestWrite
+			agent.firstAnswered = c.lease.requestWrite
 			c.throughAgent = agent.confirmsThroughAgent
 			confirm = agent.confirm
 		}

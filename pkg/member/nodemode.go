@@ -55,10 +55,10 @@ type nodeConfirmer struct {
 	// perMemberTimeout bounds a confirmation by the member's own read, in per-member mode.
 	perMemberTimeout time.Duration
 	mode             atomic.Int32
-	// throughAgent is called once, when the agent first answers: the member's Lease then says that it
+	// firstAnswered is called once, when the agent first answers: the member's Lease then says that it
 	// confirms through the agent (protocol.ConfirmsThroughAnnotation), so that the agent's heartbeat
 	// counts for it. Nil for none.
-	throughAgent func()
+	firstAnswered func()
 }
 
 func newNodeConfirmer(cfg Config, view *assignmentView) *nodeConfirmer {
@@ -103,8 +103,8 @@ func (n *nodeConfirmer) confirm(ctx context.Context) (bool, error) {
 		case err == nil || answered(err):
 			if n.mode.CompareAndSwap(int32(modeUndecided), int32(modeNode)) {
 				klog.FromContext(ctx).Info("Confirming the assignment view through the node agent", "nodeAgent", n.url)
-				if n.throughAgent != nil {
-					n.throughAgent()
+				if n.firstAnswered != nil {
+					n.firstAnswered()
 				}
 			}
 		}
