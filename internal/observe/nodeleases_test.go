@@ -74,7 +74,7 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 	got := s.heartbeats(map[string]string{"n1": "", "n2": "", "n3": ""}, at(102), skew)
 	want := map[string]plan.Heartbeat{
 		"n1": {RenewedBy: at(101), LateAt: at(105), Duration: 8 * time.Second},
-		"n2": {RenewedBy: at(100), LateAt: at(104), Duration: protocol.DefaultNodeAgentHeartbeat},
+		"n2": {RenewedBy: at(100), LateAt: at(108), Duration: protocol.DefaultNodeAgentHeartbeat}, // 16 s: renewed every 4 s, late after two
 	}
 	if len(got) != len(want) {
 		t.Fatalf("heartbeats of %v, want of n1 and n2 only", got)

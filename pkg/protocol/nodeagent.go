@@ -54,7 +54,7 @@ const (
 	NodeAgentHeartbeatLabel = "messaging.consumergroup.io/node-agent-heartbeat"
 	// DefaultNodeAgentHeartbeat is the duration of an agent's heartbeat Lease; the agent renews it every
 	// quarter of it, as a kubelet does its node's.
-	DefaultNodeAgentHeartbeat = 8 * time.Second
+	DefaultNodeAgentHeartbeat = 16 * time.Second
 	// ConfirmsThroughAnnotation on a member's Lease says how the member confirms its view; its one value
 	// is ConfirmsThroughNodeAgent, written once the member's agent has answered it. A member that says so
 	// fences itself when its agent stops answering, so its agent's heartbeat counts for it.
