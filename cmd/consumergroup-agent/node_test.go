@@ -25,14 +25,14 @@ func TestParseNodeFlags(t *testing.T) {
 		err  []string
 	}{
 		{"from the environment", nil, env,
-			nodeOptions{node: "node-a", namespace: "cg-system", pod: "node-agent-x7k2p", listen: "10.0.0.5:9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+			nodeOptions{node: "node-a", namespace: "cg-system", pod: "node-agent-x7k2p", listen: "10.0.0.5:9443", minReadInterval: time.Second, heartbeat: 16 * time.Second}, nil},
 		{"flags over the environment", []string{"-node=node-b", "-namespace=ops", "-pod=agent-b", "-listen=127.0.0.1:0", "-min-read-interval=500ms", "-heartbeat=12s"}, env,
 			nodeOptions{node: "node-b", namespace: "ops", pod: "agent-b", listen: "127.0.0.1:0", minReadInterval: 500 * time.Millisecond, heartbeat: 12 * time.Second}, nil},
 		{"an IPv6 host IP", nil, map[string]string{envNodeName: "n", envPodNamespace: "ns", envPodName: "p", envHostIP: "fd00::5"},
-			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: "[fd00::5]:9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: "[fd00::5]:9443", minReadInterval: time.Second, heartbeat: 16 * time.Second}, nil},
 		{"no environment", nil, nil, nodeOptions{}, []string{"-node or $NODE_NAME", "-namespace or $POD_NAMESPACE", "-pod or $POD_NAME"}},
 		{"no host IP: every address of the pod", nil, bare,
-			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: ":9443", minReadInterval: time.Second, heartbeat: 8 * time.Second}, nil},
+			nodeOptions{node: "n", namespace: "ns", pod: "p", listen: ":9443", minReadInterval: time.Second, heartbeat: 16 * time.Second}, nil},
 		{"an empty listen address", []string{"-listen="}, bare, nodeOptions{}, []string{"-listen is empty"}},
 		{"a node name but no namespace", []string{"-node=n", "-pod=p", "-listen=127.0.0.1:0"}, nil, nodeOptions{}, []string{"$POD_NAMESPACE"}},
 		{"no read interval", []string{"-min-read-interval=0s"}, env, nodeOptions{}, []string{"must be positive"}},

@@ -31,9 +31,9 @@ const kubeletRenewFraction = 4
 // only decides which queues are revoked, never when another may read them.
 //
 // The same sightings time the node agents' heartbeats (Heartbeats set): Leases in the operator's
-// namespace that an agent renews every quarter of their 8 s (protocol.NodeAgentHeartbeatName), keyed by
-// the node each names. A heartbeat is overdue after two renewal intervals, 4 s, where a kubelet's is after
-// one and a fifth: it is renewed every 2 s, through the same API server as everything else, and a write
+// namespace that an agent renews every quarter of their 16 s by default (protocol.NodeAgentHeartbeatName), keyed by
+// the node each names. A heartbeat is overdue after two renewal intervals, 8 s, where a kubelet's is after
+// one and a fifth: it is renewed every 4 s, through the same API server as everything else, and a write
 // slowed by half a second must not revoke a whole node's queues.
 type NodeLeaseSightings struct {
 	// Heartbeats marks the sightings of node agents' heartbeats rather than of kubelets' node Leases.
@@ -163,11 +163,11 @@ func (s *NodeLeaseSightings) LateAt(node string, maxSkew time.Duration) (time.Ti
 
 // disrupted reports whether more heartbeats are overdue at now than nodes fail at once: more than a tenth
 // of them, and more than two. Then it is the API server that is slow to take the agents' writes, or the
-// operator to see them, rather than the nodes that are lost: a heartbeat renewed every 2 s is late after
-// 4 s, and an API server whose writes take seconds would have every node's members' queues revoked, and
+// operator to see them, rather than the nodes that are lost: a heartbeat renewed every 4 s is late after
+// 8 s, and an API server whose writes take seconds would have every node's members' queues revoked, and
 // the revocations' writes load it further. Kubernetes' node lifecycle controller stops evicting in a
 // zone most of whose nodes are not ready, for the same reason. The nodes' kubelets then time them alone
-// (19 s for a lost node, not 11 s). s.mu is held.
+// (19 s for a lost node, not 15 s). s.mu is held.
 func (s *NodeLeaseSightings) disrupted(now time.Time, maxSkew time.Duration) bool {
 	late := 0
 	for _, n := range s.nodes {

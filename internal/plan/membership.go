@@ -122,7 +122,7 @@ type kubeletSignals struct {
 // nodeLate is when the node of a member whose Lease is lease is overdue, zero when unknown: when its
 // kubelet is, or, for a member that confirms through its node's agent, when the agent's heartbeat is, if
 // sooner. A member in node mode fences itself without its agent, so a node whose agent stopped, lost or
-// cut off, holds no reader of its queues; the heartbeat, renewed every 2 s, tells so in 4 s where the
+// cut off, holds no reader of its queues; the heartbeat, renewed every 4 s, tells so in 8 s where the
 // kubelet's Lease takes 12. The heartbeat counts only when the agent was known alive within a heartbeat's
 // duration of the member's last renewal: the member wrote that it confirms through its agent when the
 // agent answered it, so an older heartbeat is one the agent no longer renews while it answers (turned

@@ -46,7 +46,7 @@ type NodeAgentConfirmResponse struct {
 
 // The node agent's heartbeat (docs/protocol.md, node mode, rule 6). The agent renews a Lease of its own,
 // in the operator's namespace, every quarter of DefaultNodeAgentHeartbeat, where a kubelet renews its
-// node's every 10 s: the operator finds a lost node in 4 s instead of 12 s. It counts only for the members
+// node's every 10 s: the operator finds a lost node in 8 s instead of 12 s. It counts only for the members
 // that confirm through the agent (ConfirmsThroughAnnotation): a member in per-member mode on the same node
 // does not stop with its agent.
 const (
