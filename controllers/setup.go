@@ -158,19 +158,28 @@ func (r *routeDiscovery) groupsForNamespace(ctx context.Context, o client.Object
 // groupsForPod maps a pod to the groups whose selector matches it. On an update controller-runtime calls
 // it for the old and the new pod, so a pod whose labels no longer match still reaches its old group.
 func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	groups, err := r.groupsSelecting(ctx, o.GetNamespace(), o.GetLabels())
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list groups for a pod", "pod", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	return requests(groups)
+}
+
+// groupsSelecting is the groups of namespace whose selector matches podLabels.
+func (r *ConsumerGroupReconciler) groupsSelecting(ctx context.Context, namespace string, podLabels map[string]string) ([]types.NamespacedName, error) {
 	keys := []string{anyLabels}
-	for k, v := range o.GetLabels() {
+	for k, v := range podLabels {
 		keys = append(keys, k+"="+v)
 	}
 	seen := map[types.UID]bool{}
 	var candidates []v1alpha1.ConsumerGroup
 	for _, key := range keys {
 		var groups v1alpha1.ConsumerGroupList
-		if err := r.List(ctx, &groups, client.InNamespace(o.GetNamespace()), client.MatchingFields{groupSelectorIndex: key},
+		if err := r.List(ctx, &groups, client.InNamespace(namespace), client.MatchingFields{groupSelectorIndex: key},
 			// Read-only use: skip copying each group out of the cache, on every pod event.
 			client.UnsafeDisableDeepCopy); err != nil {
-			log.FromContext(ctx).Error(err, "Failed to list groups for a pod", "pod", client.ObjectKeyFromObject(o))
-			return nil
+			return nil, err
 		}
 		for _, g := range groups.Items {
 			if !seen[g.UID] {
@@ -179,7 +188,7 @@ func (r *ConsumerGroupReconciler) groupsForPod(ctx context.Context, o client.Obj
 			}
 		}
 	}
-	return requests(groupsSelecting(candidates, o.GetLabels()))
+	return groupsMatching(candidates, podLabels), nil
 }
 
 // groupsForNode maps a node to the groups that have pods on it.
@@ -187,20 +196,26 @@ func (r *ConsumerGroupReconciler) groupsForNode(ctx context.Context, o client.Ob
 	return r.groupsOnNode(ctx, o.GetName())
 }
 
-// groupsOnNode is groupsForNode by the node's name.
+// groupsOnNode is groupsForNode by the node's name: the groups selecting any of its pods, looked up once
+// for each set of labels its pods have (observe.CachedPods.LabelsOnNode).
 func (r *ConsumerGroupReconciler) groupsOnNode(ctx context.Context, node string) []reconcile.Request {
-	pods, err := r.pods.OnNode(node)
+	pods, err := r.pods.LabelsOnNode(node)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Failed to list pods for a node", "node", node)
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
-	for i := range pods {
-		for _, g := range r.groupsForPod(ctx, &pods[i]) {
-			if !seen[g.NamespacedName] {
-				seen[g.NamespacedName] = true
-				out = append(out, g.NamespacedName)
+	for _, pod := range pods {
+		groups, err := r.groupsSelecting(ctx, pod.Namespace, pod.Labels)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "Failed to list groups for a node's pods", "node", node, "namespace", pod.Namespace)
+			return nil
+		}
+		for _, g := range groups {
+			if !seen[g] {
+				seen[g] = true
+				out = append(out, g)
 			}
 		}
 	}
@@ -294,8 +309,8 @@ func claimChanged() predicate.Predicate {
 	}
 }
 
-// groupsSelecting lists the groups in pod's namespace whose selector matches pod's labels.
-func groupsSelecting(groups []v1alpha1.ConsumerGroup, podLabels map[string]string) []types.NamespacedName {
+// groupsMatching is those of groups whose selector matches podLabels.
+func groupsMatching(groups []v1alpha1.ConsumerGroup, podLabels map[string]string) []types.NamespacedName {
 	var out []types.NamespacedName
 	for i := range groups {
 		selector, err := metav1.LabelSelectorAsSelector(&groups[i].Spec.Selector)

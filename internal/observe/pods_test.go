@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,9 +119,9 @@ func TestCachedPodsReadTheStore(t *testing.T) {
 	if err != nil || !slices.Equal(names(selected), []string{"ns/a-0", "ns/a-1"}) {
 		t.Errorf("ListPods(ns, app=a) = %v, %v; want ns/a-0 and ns/a-1", names(selected), err)
 	}
-	onN1, err := pods.OnNode("n1")
-	if err != nil || !slices.Equal(names(onN1), []string{"ns/a-0", "ns/b-0", "other/a-0"}) {
-		t.Errorf("OnNode(n1) = %v, %v; want ns/a-0, ns/b-0, other/a-0", names(onN1), err)
+	onN1, err := pods.LabelsOnNode("n1")
+	if err != nil || !slices.Equal(labelSets(onN1), []string{"ns app=a", "ns app=b", "other app=a"}) {
+		t.Errorf("LabelsOnNode(n1) = %v, %v; want ns app=a, ns app=b, other app=a", labelSets(onN1), err)
 	}
 	pod, err := pods.GetPod(ctx, types.NamespacedName{Namespace: "ns", Name: "b-0"})
 	if err != nil || pod.Spec.NodeName != "n1" || pod.UID != "uid-b-0" || !plan.IsRunningAndReady(pod) {
@@ -221,5 +222,56 @@ func BenchmarkListPodsOfAGroup(b *testing.B) {
 		if err != nil || len(got) != 10 {
 			b.Fatalf("ListPods = %d pods, %v; want 10", len(got), err)
 		}
+	}
+}
+
+// labelSets is each of pods as its namespace and labels, sorted.
+func labelSets(pods []PodLabels) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+" "+labels.Set(p.Labels).String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestLabelsOnNodeListsEachNamespacesLabelsOnce(t *testing.T) {
+	pods := NewCachedPods()
+	pods.Synced = func() bool { return true }
+	big := strings.Repeat("v", maxSharedMapBytes)
+	for _, p := range []struct {
+		ns, name, node string
+		labels         map[string]string
+	}{
+		{"ns", "a-0", "n1", map[string]string{"app": "a", "pod-template-hash": "7d4f"}},
+		{"ns", "a-1", "n1", map[string]string{"pod-template-hash": "7d4f", "app": "a"}},
+		{"ns", "a-2", "n2", map[string]string{"app": "a", "pod-template-hash": "7d4f"}},
+		{"ns", "s-0", "n1", map[string]string{"app": "s", "statefulset.kubernetes.io/pod-name": "s-0"}},
+		{"ns", "s-1", "n1", map[string]string{"app": "s", "statefulset.kubernetes.io/pod-name": "s-1"}},
+		{"other", "a-0", "n1", map[string]string{"app": "a", "pod-template-hash": "7d4f"}},
+		{"ns", "bare-0", "n1", nil},
+		{"ns", "bare-1", "n1", nil},
+		// Labels too large to compare by key are each listed.
+		{"ns", "big-0", "n1", map[string]string{"big": big}},
+		{"ns", "big-1", "n1", map[string]string{"big": big}},
+	} {
+		pod := fixture.Pod(p.name, fixture.OnNode(p.node), func(pod *corev1.Pod) { pod.Namespace, pod.Labels = p.ns, p.labels })
+		obj, err := CachePod(&pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods.Handler().OnAdd(obj, true)
+	}
+	got, err := pods.LabelsOnNode("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ns ", "ns app=a,pod-template-hash=7d4f", "ns app=s,statefulset.kubernetes.io/pod-name=s-0",
+		"ns app=s,statefulset.kubernetes.io/pod-name=s-1", "ns big=" + big, "ns big=" + big, "other app=a,pod-template-hash=7d4f"}
+	if !slices.Equal(labelSets(got), want) {
+		t.Errorf("LabelsOnNode(n1) = %q, want %q", labelSets(got), want)
+	}
+	if got, err := pods.LabelsOnNode("none"); err != nil || len(got) != 0 {
+		t.Errorf("LabelsOnNode(none) = %v, %v; want nothing", got, err)
 	}
 }
