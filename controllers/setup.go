@@ -309,7 +309,7 @@ func claimChanged() predicate.Predicate {
 	}
 }
 
-// groupsMatching is those of groups whose selector matches podLabels.
+// groupsMatching names those of groups whose selector matches podLabels.
 func groupsMatching(groups []v1alpha1.ConsumerGroup, podLabels map[string]string) []types.NamespacedName {
 	var out []types.NamespacedName
 	for i := range groups {
