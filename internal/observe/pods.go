@@ -248,14 +248,9 @@ func (c CachedPods) LabelsOnNode(node string) ([]PodLabels, error) {
 	seen := map[labelSet]bool{}
 	var out []PodLabels
 	for _, obj := range objs {
-		var pod PodLabels
-		switch p := obj.(type) {
-		case *CachedPod:
-			pod = PodLabels{Namespace: p.Namespace, Labels: p.Labels}
-		case *corev1.Pod:
-			pod = PodLabels{Namespace: p.Namespace, Labels: p.Labels}
-		default:
-			return nil, fmt.Errorf("the pod cache holds a %T", obj)
+		pod, err := labelsOf(obj)
+		if err != nil {
+			return nil, err
 		}
 		// Labels too large for a key are not compared: their pods are each looked up.
 		if key, ok := mapKey(pod.Labels); ok {
@@ -287,6 +282,17 @@ func (c CachedPods) GetPod(_ context.Context, key types.NamespacedName) (*corev1
 	return &pods[0], nil
 }
 
+// labelsOf is the namespace and labels of a pod the store holds, a CachedPod or a corev1.Pod.
+func labelsOf(obj any) (PodLabels, error) {
+	switch p := obj.(type) {
+	case *CachedPod:
+		return PodLabels{Namespace: p.Namespace, Labels: p.Labels}, nil
+	case *corev1.Pod:
+		return PodLabels{Namespace: p.Namespace, Labels: p.Labels}, nil
+	}
+	return PodLabels{}, fmt.Errorf("the pod cache holds a %T", obj)
+}
+
 // podsOf is the pods of objs that selector matches, sorted as the store returned them. objs is often a
 // whole namespace's pods and the selector one group's, a few of hundreds: the result is made for what
 // matches, not for all of objs, which cost every pass of a group some hundreds of kilobytes of pods that
@@ -294,16 +300,11 @@ func (c CachedPods) GetPod(_ context.Context, key types.NamespacedName) (*corev1
 func podsOf(objs []any, selector labels.Selector) ([]corev1.Pod, error) {
 	var matched []any
 	for _, obj := range objs {
-		var podLabels map[string]string
-		switch p := obj.(type) {
-		case *CachedPod:
-			podLabels = p.Labels
-		case *corev1.Pod:
-			podLabels = p.Labels
-		default:
-			return nil, fmt.Errorf("the pod cache holds a %T", obj)
+		pod, err := labelsOf(obj)
+		if err != nil {
+			return nil, err
 		}
-		if selector.Matches(labels.Set(podLabels)) {
+		if selector.Matches(labels.Set(pod.Labels)) {
 			matched = append(matched, obj)
 		}
 	}
