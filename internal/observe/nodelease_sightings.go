@@ -31,10 +31,11 @@ const kubeletRenewFraction = 4
 // only decides which queues are revoked, never when another may read them.
 //
 // The same sightings time the node agents' heartbeats (Heartbeats set): Leases in the operator's
-// namespace that an agent renews every quarter of their 16 s by default (protocol.NodeAgentHeartbeatName), keyed by
-// the node each names. A heartbeat is overdue after two renewal intervals, 8 s, where a kubelet's is after
-// one and a fifth: it is renewed every 4 s, through the same API server as everything else, and a write
-// slowed by half a second must not revoke a whole node's queues.
+// namespace that an agent renews every quarter of their duration, 16 s by default
+// (protocol.NodeAgentHeartbeatName), keyed by the node each names. A heartbeat is overdue after two
+// renewal intervals, 8 s, where a kubelet's is after one and a fifth: it is renewed every 4 s, through
+// the same API server as everything else, and a write slowed by half a second must not revoke a whole
+// node's queues.
 type NodeLeaseSightings struct {
 	// Heartbeats marks the sightings of node agents' heartbeats rather than of kubelets' node Leases.
 	Heartbeats bool
