@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
@@ -84,6 +85,9 @@ type options struct {
 	heapProfile string
 	// cpuProfile is where to write this program's own CPU profile over the window; none when empty.
 	cpuProfile string
+	// programHeapProfile is where to write this program's own heap profile once its members have run,
+	// at the end of the run or when it fails; none when empty.
+	programHeapProfile string
 	// operatorCPUProfile is where to write the operator's CPU profile over the recovery; none when empty.
 	operatorCPUProfile string
 	// operatorLog is where the operator writes its log, kept after the run; a file in the run's temporary
@@ -93,6 +97,8 @@ type options struct {
 	gogc string
 	// controlPlaneGOGC is the GOGC of the run's etcd and kube-apiserver; Go's default when empty.
 	controlPlaneGOGC string
+	// controlPlaneMemoryLimit is their GOMEMLIMIT; none when empty.
+	controlPlaneMemoryLimit string
 	// programGOGC is this program's own GOGC: its simulated members', agents' and kubelets' collector.
 	programGOGC string
 	// startRate is how many members start a second; 0 starts them all at once.
@@ -116,12 +122,14 @@ func parseOptions(fs *flag.FlagSet, args []string) (options, error) {
 	fs.IntVar(&o.startRate, "start-rate", 0, "Members started a second, as a rollout starts them; 0 starts them all at once.")
 	fs.StringVar(&o.gogc, "gogc", "", "The operator's GOGC (its garbage collector's target, percent of the live heap); the operator's own default (manager.DefaultGCPercent) when empty.")
 	fs.StringVar(&o.controlPlaneGOGC, "control-plane-gogc", "", "The GOGC of the run's etcd and kube-apiserver; Go's default, 100, when empty. On a small machine a higher one leaves more of its cores to the requests: it does not change what is measured.")
+	fs.StringVar(&o.controlPlaneMemoryLimit, "control-plane-memory-limit", "", "The GOMEMLIMIT of the run's etcd and kube-apiserver (such as 6GiB): a soft limit under which a high -control-plane-gogc collects more often rather than let the API server take the machine's memory from the members. None when empty.")
 	fs.StringVar(&o.programGOGC, "program-gogc", defaultProgramGOGC, "This program's own GOGC: the collector of the members, agents and kubelets it stands in for, which on a cluster run on their own nodes. At Go's default, 100, it took a third of the program's CPU at 20,000 members, cores the API server and the operator need; the program's memory does not count in what is measured. Above 100 (or off), the program's soft memory limit is half of the memory available beyond -min-available-memory.")
 	fs.StringVar(&o.operatorCPUProfile, "operator-cpu-profile", "", "Write the operator's CPU profile over the recovery (-recovery-limit long, whenever the recovery ends) to this file.")
 	fs.StringVar(&o.operatorLog, "operator-log", "", "Keep the operator's log in this file (by default it goes with the run's temporary directory).")
 	fs.StringVar(&o.operatorLogLevel, "operator-log-level", "info", "The operator's --zap-log-level: debug logs why each queue waits for a reader.")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "Write the operator's heap profile at the end of the window to this file (go tool pprof reads it).")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Write this program's own CPU profile over the window (the simulated members, agents and kubelets) to this file.")
+	fs.StringVar(&o.programHeapProfile, "program-heap-profile", "", "Write this program's own heap profile (the simulated members, agents and kubelets) to this file at the end of the run, or when it fails once the members have started, with them still running.")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -159,6 +167,9 @@ func (o options) validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: want a whole number of 1 or more, or off", g.name, g.value))
 		}
 	}
+	if o.controlPlaneMemoryLimit != "" && !memoryLimitPattern.MatchString(o.controlPlaneMemoryLimit) {
+		errs = append(errs, fmt.Errorf("-control-plane-memory-limit %q: want bytes, with B, KiB, MiB, GiB or TiB or none, as GOMEMLIMIT (6GiB)", o.controlPlaneMemoryLimit))
+	}
 	if o.design != designNode && o.design != designPerMember {
 		errs = append(errs, fmt.Errorf("-design %q: want %s or %s", o.design, designNode, designPerMember))
 	}
@@ -167,6 +178,9 @@ func (o options) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// memoryLimitPattern is the form of a GOMEMLIMIT.
+var memoryLimitPattern = regexp.MustCompile(`^[0-9]+(B|KiB|MiB|GiB|TiB)?$`)
 
 // result is what a run measured.
 type result struct {
@@ -207,6 +221,8 @@ type result struct {
 	// GOGC is the operator's GOGC, ControlPlaneGOGC that of etcd and the API server; empty for Go's default.
 	GOGC             string `json:"gogc,omitempty"`
 	ControlPlaneGOGC string `json:"controlPlaneGOGC,omitempty"`
+	// ControlPlaneMemoryLimit is their GOMEMLIMIT; empty for none.
+	ControlPlaneMemoryLimit string `json:"controlPlaneMemoryLimit,omitempty"`
 	// ProgramGOGC is this program's own: its simulated members', agents' and kubelets'.
 	ProgramGOGC string `json:"programGOGC,omitempty"`
 	// OperatorBytesPerPod is (OperatorRSSBytes - OperatorBaselineRSSBytes) / Pods.

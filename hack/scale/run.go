@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
@@ -41,7 +42,7 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		_, _ = fmt.Fprintf(progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
 	w := layout(o)
-	res := result{Design: o.design, GOGC: o.gogc, ControlPlaneGOGC: o.controlPlaneGOGC, ProgramGOGC: o.programGOGC, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
+	res := result{Design: o.design, GOGC: o.gogc, ControlPlaneGOGC: o.controlPlaneGOGC, ControlPlaneMemoryLimit: o.controlPlaneMemoryLimit, ProgramGOGC: o.programGOGC, Pods: len(w.pods), Groups: len(w.groups), Nodes: len(w.nodes), Queues: len(w.groups) * o.queuesPerGroup}
 	if err := checkRoom(o, res); err != nil {
 		return res, err
 	}
@@ -73,9 +74,11 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	restoreGOGC := setEnv("GOGC", o.controlPlaneGOGC) // etcd and the API server inherit this program's environment
+	// etcd and the API server inherit this program's environment.
+	restoreGOGC, restoreLimit := setEnv("GOGC", o.controlPlaneGOGC), setEnv("GOMEMLIMIT", o.controlPlaneMemoryLimit)
 	cfg, err := env.Start()
 	restoreGOGC()
+	restoreLimit()
 	if err != nil {
 		return res, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -164,6 +167,12 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	for _, m := range members {
 		defer m.Stop()
 	}
+	// Deferred after the members' stops, it runs before them.
+	defer func() {
+		if err := saveProgramHeapProfile(o.programHeapProfile); err != nil {
+			say("program heap profile: %v", err)
+		}
+	}()
 	if err != nil {
 		return failed(err)
 	}
@@ -243,7 +252,11 @@ func liveness(ctx context.Context, o options, w world, cfg *rest.Config, cs kube
 func nodeConfigs(cfg *rest.Config, nodes []string) (map[string]*rest.Config, error) {
 	out := make(map[string]*rest.Config, len(nodes))
 	for _, node := range nodes {
-		rt, err := rest.TransportFor(ownConnections(cfg))
+		// Uncompressed, as the member sidecar asks (cmd/consumergroup-agent): the transport is given, so
+		// the members' own DisableCompression would not reach it.
+		memberCfg := ownConnections(cfg)
+		memberCfg.DisableCompression = true
+		rt, err := rest.TransportFor(memberCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -494,6 +507,20 @@ func profileCPU(file string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
+}
+
+// saveProgramHeapProfile writes this program's heap profile, after a collection so that it counts what
+// is live, to file; it does nothing when file is empty.
+func saveProgramHeapProfile(file string) error {
+	if file == "" {
+		return nil
+	}
+	runtime.GC()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // moduleRoot is the directory of this module's go.mod.
