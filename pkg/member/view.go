@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -53,9 +53,11 @@ type assignmentView struct {
 	heard map[string]*watchHeard
 	// promised is set when the member promises contact fencing (Config.ContactTimeout), in node mode or
 	// not: its confirmations, not the renewals' check, keep it from reading what was revoked.
-	promised  bool
-	runCtx    context.Context
-	factories []informers.SharedInformerFactory
+	promised bool
+	runCtx   context.Context
+	// stopped are the done channels of the shard watches that may still run, closed once each has
+	// stopped.
+	stopped []<-chan struct{}
 	// resolved is held's last reading of the entry (protocol.ViewEntry), kept while the view holds the
 	// same objects: held runs at every confirmation, once a second, and decoding the entry was most of
 	// its work. Informers replace the objects they hold, never change them.
@@ -96,11 +98,8 @@ func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error 
 		v.runCtx = ctx
 		heard = v.listenLocked(v.indexName)
 	})
-	factory, informer, err := v.watch(ctx, v.indexName, heard, v.setIndex)
-	if err != nil {
-		return err
-	}
-	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	index := v.watch(ctx, v.indexName, heard, v.setIndex)
+	if cache.WaitForCacheSync(ctx.Done(), index.hasSynced) {
 		v.locked(func() {
 			v.synced = true
 			v.resolveLocked()
@@ -109,11 +108,11 @@ func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error 
 		v.changed()
 	}
 	<-ctx.Done()
-	factory.Shutdown()
-	var factories []informers.SharedInformerFactory
-	v.locked(func() { factories = v.factories })
-	for _, f := range factories {
-		f.Shutdown()
+	<-index.done
+	var stopped []<-chan struct{}
+	v.locked(func() { stopped = v.stopped })
+	for _, done := range stopped {
+		<-done
 	}
 	return nil
 }
@@ -142,29 +141,53 @@ func (v *assignmentView) current() (bool, protocol.EntryView) {
 	return v.synced, v.entry
 }
 
-// watch starts an informer on the one ConfigMap called name, calling set with each new state of it (nil
-// once deleted), and counting in heard the events its watches deliver. The field selector on the name
-// lets the pod's Role grant list and watch on it by resourceNames.
-func (v *assignmentView) watch(ctx context.Context, name string, heard *atomic.Uint64, set func(*corev1.ConfigMap)) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(v.cs, 0, informers.WithNamespace(v.namespace))
-	informer := factory.InformerFor(&corev1.ConfigMap{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return cache.NewSharedIndexInformer(assignmentListWatch(cs, v.namespace, name, heard), &corev1.ConfigMap{}, resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	})
+// isClosed reports whether done is closed.
+func isClosed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// configMapWatch is a running watch of one ConfigMap (assignmentView.watch).
+type configMapWatch struct {
+	// hasSynced reports whether the first list has been handled: the handler has had its state.
+	hasSynced func() bool
+	// done is closed once the watch has stopped.
+	done <-chan struct{}
+}
+
+// watch starts an informer on the one ConfigMap called name, until ctx ends, calling set with each new
+// state of it (nil once deleted), and counting in heard the events its watches deliver. The field
+// selector on the name lets the pod's Role grant list and watch on it by resourceNames.
+//
+// The informer is client-go's plain one, whose one handler is called from its queue in turn, not a
+// shared informer, which buffers each of its handlers' events in a listener of its own: a ring of 16 KB
+// and two goroutines for every watch, where a member has one handler. hasSynced comes true only once
+// the handler has returned for the first list, as the shared informer's own HasSynced did not promise.
+func (v *assignmentView) watch(ctx context.Context, name string, heard *atomic.Uint64, set func(*corev1.ConfigMap)) configMapWatch {
 	onObject := func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok {
 			set(cm)
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onObject,
-		UpdateFunc: func(_, obj any) { onObject(obj) },
-		DeleteFunc: func(any) { set(nil) },
-	}); err != nil {
-		return nil, nil, fmt.Errorf("watching ConfigMap %s: %w", name, err)
-	}
-	factory.Start(ctx.Done())
-	return factory, informer, nil
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: assignmentListWatch(v.cs, v.namespace, name, heard),
+		ObjectType:    &corev1.ConfigMap{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    onObject,
+			UpdateFunc: func(_, obj any) { onObject(obj) },
+			DeleteFunc: func(any) { set(nil) },
+		},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
+	return configMapWatch{hasSynced: informer.HasSynced, done: done}
 }
 
 // assignmentListWatch lists and watches the one ConfigMap called name in namespace, as the informer
@@ -259,15 +282,10 @@ func (v *assignmentView) followShardLocked() {
 	}
 	ctx, cancel := context.WithCancel(v.runCtx)
 	v.shard.stop = cancel
-	factory, informer, err := v.watch(ctx, want, v.listenLocked(want), func(cm *corev1.ConfigMap) { v.setShard(want, cm) })
-	if err != nil {
-		// Only a stopped informer refuses a handler; this one was just made.
-		v.shard.cm, v.shard.read = nil, true
-		return
-	}
-	v.factories = append(v.factories, factory)
+	shard := v.watch(ctx, want, v.listenLocked(want), func(cm *corev1.ConfigMap) { v.setShard(want, cm) })
+	v.stopped = append(slices.DeleteFunc(v.stopped, isClosed), shard.done)
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), shard.hasSynced) {
 			v.update(func() bool {
 				if v.shard.name != want {
 					return false
