@@ -5,6 +5,7 @@ package controllers
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,21 +25,39 @@ import (
 )
 
 // TestPodSourceQueuesAfterTheStoreHasTheChange runs the pod source on the operator's own cache settings
-// against the API server: the store holds the pods there before it reports synced, and every time it
-// maps a pod event to its groups (and so queues a pass), the store already holds that event's pod, at
-// that resourceVersion or a newer one. A store kept by a handler of its own could still hold the older
-// pod there.
+// against the API server, watching every namespace (the store is the informer's indexer) and one
+// (--namespaces: the store is the source's own): the store holds the pods there before it reports
+// synced, finds them by node, and every time the source maps a pod event to its groups (and so queues a
+// pass), the store already holds that event's pod, at that resourceVersion or a newer one. A store kept
+// by a second handler could still hold the older pod there.
 func TestPodSourceQueuesAfterTheStoreHasTheChange(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		oneNamespace bool
+		wantOwnStore bool
+	}{
+		{name: "every namespace", oneNamespace: false, wantOwnStore: false},
+		{name: "one namespace", oneNamespace: true, wantOwnStore: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			opts := cache.Options{Scheme: testScheme, ByObject: CacheByObject(), DefaultTransform: CacheDefaultTransform()}
+			if tc.oneNamespace {
+				opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+			}
+			checkPodSource(t, ns, opts, tc.wantOwnStore)
+		})
+	}
+}
+
+// checkPodSource is TestPodSourceQueuesAfterTheStoreHasTheChange for a cache of opts, in namespace ns.
+func checkPodSource(t *testing.T, ns string, opts cache.Options, wantOwnStore bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := newNamespace(t)
 	create := func(name string) *corev1.Pod { return testenv.Pod(ns, name, "a").OnNode("n1").Create(t, k8s) }
 	before := []*corev1.Pod{create("before-0"), create("before-1"), create("before-2")}
 
-	c, err := cache.New(restConfig, cache.Options{
-		Scheme: testScheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
-		ByObject: CacheByObject(), DefaultTransform: CacheDefaultTransform(),
-	})
+	c, err := cache.New(restConfig, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +68,10 @@ func TestPodSourceQueuesAfterTheStoreHasTheChange(t *testing.T) {
 		src      *podSource
 		deleted  atomic.Bool
 	)
-	src = newPodSource(c, func(_ context.Context, o client.Object) []reconcile.Request {
+	src, err = newPodSource(ctx, c, func(_ context.Context, o client.Object) []reconcile.Request {
+		if o.GetNamespace() != ns {
+			return nil // another test's, when every namespace is watched
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		mapped++
@@ -70,6 +92,12 @@ func TestPodSourceQueuesAfterTheStoreHasTheChange(t *testing.T) {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.feedStore != wantOwnStore {
+		t.Fatalf("the source keeps a store of its own: %t, want %t", src.feedStore, wantOwnStore)
+	}
 	go func() { _ = c.Start(ctx) }()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
@@ -86,6 +114,10 @@ func TestPodSourceQueuesAfterTheStoreHasTheChange(t *testing.T) {
 	}
 	if held, err := src.store.ListPods(ctx, ns, labels.Everything()); err != nil || len(held) != len(before) {
 		t.Fatalf("once synced, the store holds %d pods (%v), want the %d created before", len(held), err, len(before))
+	}
+	onNode, err := src.store.LabelsOnNode("n1")
+	if err != nil || !slices.ContainsFunc(onNode, func(l observe.PodLabels) bool { return l.Namespace == ns }) {
+		t.Fatalf("the store's pods on n1 are %v (%v), want those of %s among them", onNode, err, ns)
 	}
 
 	// Changes in quick succession, each to be seen by the pass it queues.

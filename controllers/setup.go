@@ -54,7 +54,10 @@ func selectorIndexValues(o client.Object) []string {
 // Leases (acknowledgements, claims, takeovers) and nodes (a zone label change re-plans the groups with
 // members on that node); and the route discovery (routeDiscovery), with its own watches.
 func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	pods := newPodSource(mgr.GetCache(), r.groupsForPod)
+	pods, err := newPodSource(ctx, mgr.GetCache(), r.groupsForPod)
+	if err != nil {
+		return err
+	}
 	r.pods = pods.store
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ConsumerGroup{}, groupSelectorIndex, selectorIndexValues); err != nil {
 		return err
@@ -70,7 +73,6 @@ func (r *ConsumerGroupReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).WatchesRawSource(source.Channel(r.lateMembers.woken, enqueueUrgently()))
-	var err error
 	if r.NodeViewsNamespace != "" {
 		r.nodeViews = newNodeViews(r.Client, r.APIReader, r.NodeViewsNamespace, r.Clock)
 		if err := mgr.Add(r.nodeViews); err != nil {

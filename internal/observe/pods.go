@@ -157,22 +157,31 @@ func (r ReaderPods) GetPod(ctx context.Context, key types.NamespacedName) (*core
 	return &pod, nil
 }
 
-// CachedPods reads the pods of a store of CachedPods (and, should one be there, whole pods) through its
-// namespace index (toolscache.NamespaceIndex), and finds a node's pods through PodNodeIndex. Until Synced
-// says the store holds the informer's first list, every read fails: a pass that saw only some of the pods
-// would take the others' queues away.
+// CachedPods reads the pods of a store of CachedPods (and, should one be there, whole pods), a pod
+// informer's own indexer (controllers' podSource), through its namespace index (toolscache.NamespaceIndex),
+// and finds a node's pods through PodNodeIndex (PodIndexers). Until Synced says the store holds the
+// informer's first list, every read fails: a pass that saw only some of the pods would take the others'
+// queues away.
 type CachedPods struct {
 	Indexer toolscache.Indexer
 	Synced  func() bool
 }
 
-// NewCachedPods is a store of pods kept by an informer's events, for the informer to feed through
-// Handler: it holds the informer's own objects, adding only its indexes. The handler that feeds it must
-// be the one that queues the passes that read it, and feed it first (controllers' podSource): a pass
-// queued by another handler of the same informer could read the store before it has the change.
+// PodIndexers are the indexes a pod informer's indexer needs beyond its namespace index (which
+// controller-runtime's informers have) for CachedPods to read it: PodNodeIndex.
+func PodIndexers() toolscache.Indexers {
+	return toolscache.Indexers{PodNodeIndex: PodNodeIndexFunc}
+}
+
+// NewCachedPods is a store of pods of its own, for an informer's handler to feed through Handler: it
+// holds the informer's objects, adding its own keys and indexes. Where the informer's own indexer can be
+// read, read it (controllers' podSource). The handler that feeds this store must be the one that queues
+// the passes that read it, and feed it first: a pass queued by another handler of the same informer
+// could read the store before it has the change.
 func NewCachedPods() CachedPods {
-	return CachedPods{Indexer: toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, toolscache.Indexers{
-		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, PodNodeIndex: PodNodeIndexFunc})}
+	indexers := PodIndexers()
+	indexers[toolscache.NamespaceIndex] = toolscache.MetaNamespaceIndexFunc
+	return CachedPods{Indexer: toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)}
 }
 
 // Handler keeps the store as the informer's events say. The store's index functions cannot fail on an
