@@ -183,8 +183,7 @@ func (c *Client) Run(ctx context.Context) error {
 
 	synced := make(chan struct{})
 	var wg sync.WaitGroup
-	var viewErr error
-	wg.Go(func() { viewErr = c.view.run(ctx, synced) })
+	wg.Go(func() { c.view.run(ctx, synced) })
 	wg.Go(func() {
 		// The Lease names the group as its owner, which the assignment says: read it first.
 		select {
@@ -202,7 +201,7 @@ func (c *Client) Run(ctx context.Context) error {
 		wg.Go(func() { c.autoAckLoop(ctx) })
 	}
 	wg.Wait()
-	return viewErr
+	return nil
 }
 
 // record is what the Lease must say now: the acknowledged generation, and a claim of every queue the

@@ -92,7 +92,7 @@ func newAssignmentView(cs kubernetes.Interface, cfg Config, changed func()) *ass
 }
 
 // run watches until ctx ends. synced is closed once the index has been read.
-func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error {
+func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) {
 	var heard *atomic.Uint64
 	v.locked(func() {
 		v.runCtx = ctx
@@ -114,7 +114,6 @@ func (v *assignmentView) run(ctx context.Context, synced chan<- struct{}) error 
 	for _, done := range stopped {
 		<-done
 	}
-	return nil
 }
 
 // locked runs f with v.mu held.
