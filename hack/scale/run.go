@@ -69,18 +69,9 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		return res, failed(err)
 	}
 	say("starting etcd and kube-apiserver")
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	// etcd and the API server inherit this program's environment.
-	restoreGOGC, restoreLimit := setEnv("GOGC", o.controlPlaneGOGC), setEnv("GOMEMLIMIT", o.controlPlaneMemoryLimit)
-	cfg, err := env.Start()
-	restoreGOGC()
-	restoreLimit()
+	env, cfg, err := startControlPlane(o, root, assets)
 	if err != nil {
-		return res, fmt.Errorf("starting the control plane: %w", err)
+		return res, err
 	}
 	defer func() { _ = env.Stop() }()
 	cfg = unlimited(cfg)
@@ -109,6 +100,25 @@ func run(ctx context.Context, o options, progress io.Writer) (result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// startControlPlane starts etcd and kube-apiserver from assets, with the CRDs of the module at root and
+// o's GOGC and GOMEMLIMIT for them.
+func startControlPlane(o options, root, assets string) (*envtest.Environment, *rest.Config, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	// etcd and the API server inherit this program's environment.
+	restoreGOGC, restoreLimit := setEnv("GOGC", o.controlPlaneGOGC), setEnv("GOMEMLIMIT", o.controlPlaneMemoryLimit)
+	cfg, err := env.Start()
+	restoreGOGC()
+	restoreLimit()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	return env, cfg, nil
 }
 
 // workspace is the module's root and a new temporary directory for the run's files.
@@ -164,15 +174,7 @@ func serveAndMeasure(ctx context.Context, o options, w world, c client.Client, c
 	say("starting %d members", len(w.pods))
 	ownership := testenv.NewOwnership()
 	members, err := startMembers(ctx, o, w, cfg, ownership, memberOpts, say)
-	for _, m := range members {
-		defer m.Stop()
-	}
-	// Deferred after the members' stops, it runs before them.
-	defer func() {
-		if err := saveProgramHeapProfile(o.programHeapProfile); err != nil {
-			say("program heap profile: %v", err)
-		}
-	}()
+	defer stopMembers(members, o.programHeapProfile, say)
 	if err != nil {
 		return failed(err)
 	}
@@ -317,6 +319,17 @@ func startMembers(ctx context.Context, o options, w world, cfg *rest.Config, own
 		}
 	}
 	return members, nil
+}
+
+// stopMembers stops members, once it has written this program's heap profile to heapProfile, with them
+// still running, when one is asked for.
+func stopMembers(members []*testenv.SimMember, heapProfile string, say func(string, ...any)) {
+	if err := saveProgramHeapProfile(heapProfile); err != nil {
+		say("program heap profile: %v", err)
+	}
+	for _, m := range members {
+		m.Stop()
+	}
 }
 
 // asServiceAccount is cfg sending its requests as pod's service account would (impersonated), as a member
