@@ -52,12 +52,22 @@ func (l *lateNodes) arm(lease *coordinationv1.Lease) (string, bool) {
 // Start runs the timers until ctx ends.
 func (l *lateNodes) Start(ctx context.Context) error { return runDeadlines(ctx, l.queue, l.check) }
 
-// check wakes node's groups when it is overdue now, and sets its timer again when it is not yet.
+// disruptedRecheck is how often an overdue node's timer looks again while too many nodes are overdue to
+// believe any (observe.NodeLeaseSightings.Disrupted): the passes would not count it late, and once the
+// others renew, a node still silent is lost, and its groups are woken within this.
+const disruptedRecheck = time.Second
+
+// check wakes node's groups when it is overdue now, and sets its timer again when it is not yet, or while
+// the nodes' Leases are disrupted: a pass then would not count the node late, and waking the groups of
+// every overdue node of a slow API server is work for nothing when it can least be spared.
 func (l *lateNodes) check(ctx context.Context, node string) {
-	due, wait := nodeOverdue(l.sightings, node, l.clock.Now(), l.maxSkew)
+	now := l.clock.Now()
+	due, wait := nodeOverdue(l.sightings, node, now, l.maxSkew)
 	switch {
 	case wait > 0:
 		l.queue.AddAfter(node, wait)
+	case due && l.sightings.Disrupted(now, l.maxSkew):
+		l.queue.AddAfter(node, disruptedRecheck)
 	case due:
 		for _, req := range l.groupsOn(ctx, node) {
 			group := &v1alpha1.ConsumerGroup{}

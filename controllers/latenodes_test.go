@@ -79,3 +79,42 @@ func TestLateNodesWakeTheGroupsOfAnOverdueNodeOnly(t *testing.T) {
 		t.Fatalf("woke the groups of a node never seen")
 	}
 }
+
+// TestLateNodesWaitOutADisruption: while more than two nodes, and more than a tenth of them, are overdue
+// at once, an overdue node's timer wakes nothing and looks again within disruptedRecheck; once the others
+// have renewed, the node still silent has its groups woken.
+func TestLateNodesWaitOutADisruption(t *testing.T) {
+	const skew = time.Second
+	clk := clocktesting.NewFakeClock(fixture.T0)
+	var s observe.NodeLeaseSightings
+	groups := func(_ context.Context, node string) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "group-on-" + node}}}
+	}
+	l := newLateNodes(&s, clk, skew, groups)
+	nodes := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"}
+	for _, node := range nodes {
+		s.Saw(renewedNodeLease(node, clk.Now()), clk.Now(), skew)
+	}
+	// The first three nodes renew at 6 s, the other seven not: at 12 s seven of ten are overdue.
+	clk.Step(6 * time.Second)
+	for _, node := range nodes[:3] {
+		s.Saw(renewedNodeLease(node, clk.Now()), clk.Now(), skew)
+	}
+	clk.Step(6 * time.Second)
+	l.check(context.Background(), "n9")
+	if len(l.woken) != 0 {
+		t.Fatalf("woke %d groups while seven of ten nodes were overdue", len(l.woken))
+	}
+	// Six of the seven renew: n9 alone is overdue, and its timer, set again, wakes its groups.
+	for _, node := range nodes[3:9] {
+		s.Saw(renewedNodeLease(node, clk.Now()), clk.Now(), skew)
+	}
+	clk.Step(disruptedRecheck)
+	fireDue(t, l.queue, "n9", l.check)
+	if len(l.woken) != 1 {
+		t.Fatalf("woken %d groups once n9 alone was overdue, want 1", len(l.woken))
+	}
+	if e := <-l.woken; e.Object.GetName() != "group-on-n9" {
+		t.Fatalf("woke %s", e.Object.GetName())
+	}
+}

@@ -137,10 +137,14 @@ func (s *NodeLeaseSightings) heartbeats(nodes map[string]string, now time.Time, 
 	return out
 }
 
-// lateAt says, for each of nodes whose Lease the operator has seen, when it is overdue.
-func (s *NodeLeaseSightings) lateAt(nodes map[string]string, maxSkew time.Duration) map[string]time.Time {
+// lateAt says, for each of nodes whose Lease the operator has seen, when it is overdue; nothing while too
+// many are overdue at now to believe them (disrupted).
+func (s *NodeLeaseSightings) lateAt(nodes map[string]string, now time.Time, maxSkew time.Duration) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.disrupted(now, maxSkew) {
+		return nil
+	}
 	out := make(map[string]time.Time, len(nodes))
 	for node := range nodes {
 		if n, ok := s.nodes[node]; ok {
@@ -162,13 +166,24 @@ func (s *NodeLeaseSightings) LateAt(node string, maxSkew time.Duration) (time.Ti
 	return n.lateAt(maxSkew), true
 }
 
-// disrupted reports whether more heartbeats are overdue at now than nodes fail at once: more than a tenth
-// of them, and more than two. Then it is the API server that is slow to take the agents' writes, or the
-// operator to see them, rather than the nodes that are lost: a heartbeat renewed every 4 s is late after
-// 8 s, and an API server whose writes take seconds would have every node's members' queues revoked, and
-// the revocations' writes load it further. Kubernetes' node lifecycle controller stops evicting in a
-// zone most of whose nodes are not ready, for the same reason. The nodes' kubelets then time them alone
-// (19 s for a lost node, not 15 s). s.mu is held.
+// Disrupted reports whether more of the Leases are overdue at now than nodes fail at once (disrupted):
+// none of them is believed meanwhile.
+func (s *NodeLeaseSightings) Disrupted(now time.Time, maxSkew time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.disrupted(now, maxSkew)
+}
+
+// disrupted reports whether more heartbeats or kubelets' Leases are overdue at now than nodes fail at
+// once: more than a tenth of them, and more than two. Then it is the API server that is slow to take the
+// agents' and kubelets' writes, or the operator to see them, rather than the nodes that are lost: a
+// heartbeat renewed every 4 s is late after 8 s, a kubelet's renewed every 10 s after 12 s, and an API
+// server whose writes take seconds would have every node's members' queues revoked, and the revocations'
+// writes, and the acknowledgements of the plans that follow, load it further: a 20,000-pod run whose
+// Lease writes took 7 s never came back (docs/performance.md). Kubernetes' node lifecycle controller
+// stops evicting in a zone most of whose nodes are not ready, for the same reason. While the heartbeats
+// are disrupted the nodes' kubelets time them alone (19 s for a lost node, not 15 s); while the kubelets
+// are too, a lost node's members are timed by their own Leases. s.mu is held.
 func (s *NodeLeaseSightings) disrupted(now time.Time, maxSkew time.Duration) bool {
 	late := 0
 	for _, n := range s.nodes {

@@ -44,7 +44,8 @@ func TestNodeLeaseLateness(t *testing.T) {
 			for _, x := range tc.sights {
 				s.Saw(nodeLease(x.stated), x.at, skew)
 			}
-			if got := s.lateAt(map[string]string{"n": ""}, skew)["n"]; !got.Equal(tc.want) {
+			// One node alone is never a disruption (TestNodeLeasesDisruptedAtOnceAreNotBelieved).
+			if got := s.lateAt(map[string]string{"n": ""}, tc.sights[len(tc.sights)-1].at, skew)["n"]; !got.Equal(tc.want) {
 				t.Fatalf("the node is late at %v, want %v", got.Sub(fixture.T0), tc.want.Sub(fixture.T0))
 			}
 		})
@@ -93,12 +94,45 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 	}
 }
 
-// TestHeartbeatsDisruptedAtOnceAreNotBelieved: while more than two heartbeats, and more than a tenth of
+// TestNodeLeasesDisruptedAtOnceAreNotBelieved: while more than two heartbeats, and more than a tenth of
 // them, are overdue at once, none counts (the API server, not the nodes, is failing), and the kubelets
-// time the nodes alone; one node late among many, or two of a few, still counts.
-func TestHeartbeatsDisruptedAtOnceAreNotBelieved(t *testing.T) {
+// time the nodes alone; one node late among many, or two of a few, still counts. The kubelets' Leases
+// are judged alike, and while they are disrupted no node is late.
+func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
+	heartbeat := func(node string, renewed time.Time) *coordinationv1.Lease {
+		// Renewed every 2 s, overdue 4 s after a renewal.
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
+				Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
+				Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
+			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](8), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
+	}
+	kubelet := func(node string, renewed time.Time) *coordinationv1.Lease {
+		// Renewed every 10 s, overdue 12 s after a renewal.
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
+	}
+	kinds := []struct {
+		name       string
+		heartbeats bool
+		lease      func(node string, renewed time.Time) *coordinationv1.Lease
+		// late and onTime are when the late nodes and the others last renewed; judged is when they are
+		// judged: after the late nodes' deadline, before the others'.
+		late, onTime, judged time.Time
+		// believed says whether the late node n0 counts as late.
+		believed func(s *NodeLeaseSightings, now time.Time) bool
+	}{
+		{"agents' heartbeats", true, heartbeat, at(100), at(103), at(105), func(s *NodeLeaseSightings, now time.Time) bool {
+			_, ok := s.heartbeats(map[string]string{"n0": ""}, now, skew)["n0"]
+			return ok
+		}},
+		{"kubelets' Leases", false, kubelet, at(100), at(110), at(113), func(s *NodeLeaseSightings, now time.Time) bool {
+			lateAt, ok := s.lateAt(map[string]string{"n0": ""}, now, skew)["n0"]
+			return ok && !now.Before(lateAt)
+		}},
+	}
 	cases := []struct {
 		name        string
 		nodes, late int
@@ -113,23 +147,22 @@ func TestHeartbeatsDisruptedAtOnceAreNotBelieved(t *testing.T) {
 		{"twenty late of two hundred", 200, 20, true},
 		{"twenty-one late of two hundred", 200, 21, false},
 	}
-	for _, tc := range cases {
-		s := NodeLeaseSightings{Heartbeats: true}
-		for i := range tc.nodes {
-			node := fmt.Sprintf("n%d", i)
-			renewed := at(100) // renewed as seen; overdue 4 s later
-			if i >= tc.late {
-				renewed = at(103)
+	for _, kind := range kinds {
+		for _, tc := range cases {
+			s := NodeLeaseSightings{Heartbeats: kind.heartbeats}
+			for i := range tc.nodes {
+				renewed := kind.onTime
+				if i < tc.late {
+					renewed = kind.late
+				}
+				s.Saw(kind.lease(fmt.Sprintf("n%d", i), renewed), renewed, skew) // seen as renewed
 			}
-			s.Saw(&coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
-					Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
-					Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
-				Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](8), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}, renewed, skew)
-		}
-		got := s.heartbeats(map[string]string{"n0": ""}, at(105), skew)
-		if _, ok := got["n0"]; ok != tc.believed {
-			t.Errorf("%s: the late node's heartbeat counts: %v, want %v", tc.name, ok, tc.believed)
+			if got := kind.believed(&s, kind.judged); got != tc.believed {
+				t.Errorf("%s, %s: the late node counts as late: %v, want %v", kind.name, tc.name, got, tc.believed)
+			}
+			if got := s.Disrupted(kind.judged, skew); got == tc.believed {
+				t.Errorf("%s, %s: Disrupted = %v, want %v", kind.name, tc.name, got, !tc.believed)
+			}
 		}
 	}
 }

@@ -108,7 +108,7 @@ func (o Observer) Observe(ctx context.Context, group *v1alpha1.ConsumerGroup, to
 	if obs.NodeZones, err = o.readNodeZones(ctx, obs.Pods); err != nil {
 		return nil, err
 	}
-	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, o.MaxSkew)
+	obs.NodeLateAt = o.Nodes.lateAt(obs.NodeZones, now, o.MaxSkew)
 	if o.Agents != nil {
 		obs.AgentHeartbeats = o.Agents.heartbeats(obs.NodeZones, now, o.MaxSkew)
 	}
