@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -121,12 +122,10 @@ func (o *Ownership) Apply(reader string, queues []allocate.Queue) {
 func (o *Ownership) Reading(reader string) []allocate.Queue {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []allocate.Queue
-	for q, hs := range o.holders {
-		if hs[reader] {
-			out = append(out, q)
-		}
-	}
+	// The reader's own record, not a look at every queue's holders: hack/scale asks this of each of
+	// 20,000 members, and 32,000 queues each took it minutes under the lock the members' applications
+	// wait on.
+	out := slices.Collect(maps.Keys(o.reads[reader]))
 	slices.SortFunc(out, protocol.CompareCanonical)
 	return out
 }
