@@ -54,10 +54,7 @@ func TestLateNodesWakeTheGroupsOfAnOverdueNodeOnly(t *testing.T) {
 	const skew = time.Second
 	clk := clocktesting.NewFakeClock(fixture.T0)
 	var s observe.NodeLeaseSightings
-	groups := func(_ context.Context, node string) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "group-on-" + node}}}
-	}
-	l := newLateNodes(&s, clk, skew, groups)
+	l := newTestLateNodes(&s, clk, skew)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.Saw(renewedNodeLease("n1", fixture.T0), clk.Now(), skew)
@@ -87,10 +84,7 @@ func TestLateNodesWaitOutADisruption(t *testing.T) {
 	const skew = time.Second
 	clk := clocktesting.NewFakeClock(fixture.T0)
 	var s observe.NodeLeaseSightings
-	groups := func(_ context.Context, node string) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "group-on-" + node}}}
-	}
-	l := newLateNodes(&s, clk, skew, groups)
+	l := newTestLateNodes(&s, clk, skew)
 	nodes := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"}
 	for _, node := range nodes {
 		s.Saw(renewedNodeLease(node, clk.Now()), clk.Now(), skew)
@@ -117,4 +111,12 @@ func TestLateNodesWaitOutADisruption(t *testing.T) {
 	if e := <-l.woken; e.Object.GetName() != "group-on-n9" {
 		t.Fatalf("woke %s", e.Object.GetName())
 	}
+}
+
+// newTestLateNodes is a lateNodes of s on clk whose nodes each have one group, "ns/group-on-<node>".
+func newTestLateNodes(s *observe.NodeLeaseSightings, clk *clocktesting.FakeClock, skew time.Duration) *lateNodes {
+	groups := func(_ context.Context, node string) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "group-on-" + node}}}
+	}
+	return newLateNodes(s, clk, skew, groups)
 }
