@@ -175,7 +175,8 @@ func (s *NodeLeaseSightings) Disrupted(now time.Time, maxSkew time.Duration) boo
 }
 
 // disrupted reports whether more heartbeats or kubelets' Leases are overdue at now than nodes fail at
-// once: more than a tenth of them, and more than two. Then it is the API server that is slow to take the
+// once: more than two, and more than a tenth of the heartbeats or more than 55 % of the kubelets' Leases
+// (kubeletDisruptedPercent). Then it is the API server that is slow to take the
 // agents' and kubelets' writes, or the operator to see them, rather than the nodes that are lost: a
 // heartbeat renewed every 4 s is late after 8 s, a kubelet's renewed every 10 s after 12 s, and an API
 // server whose writes take seconds would have every node's members' queues revoked, and the revocations'
@@ -191,5 +192,15 @@ func (s *NodeLeaseSightings) disrupted(now time.Time, maxSkew time.Duration) boo
 			late++
 		}
 	}
-	return late > 2 && late*10 > len(s.nodes)
+	if s.Heartbeats {
+		return late > 2 && late*10 > len(s.nodes)
+	}
+	return late > 2 && late*100 > len(s.nodes)*kubeletDisruptedPercent
 }
+
+// kubeletDisruptedPercent is the share of the nodes whose kubelets' Leases must be overdue at once,
+// beyond which none is believed: Kubernetes' node lifecycle controller's unhealthy-zone threshold. A zone
+// lost with its nodes, a third of a cluster of three zones or half of one of two, is a failure the
+// members' queues must move away from within seconds, and is believed; the agents' heartbeats, which the
+// kubelets' Leases stand behind, give up at a tenth.
+const kubeletDisruptedPercent = 55

@@ -97,7 +97,8 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 // TestNodeLeasesDisruptedAtOnceAreNotBelieved: while more than two heartbeats, and more than a tenth of
 // them, are overdue at once, none counts (the API server, not the nodes, is failing), and the kubelets
 // time the nodes alone; one node late among many, or two of a few, still counts. The kubelets' Leases
-// are judged alike, and while they are disrupted no node is late.
+// are judged alike beyond 55 % of them, and while they are disrupted no node is late; a zone of three
+// lost with its nodes still counts.
 func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
@@ -136,19 +137,26 @@ func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 	cases := []struct {
 		name        string
 		nodes, late int
-		believed    bool
+		// believed is whether the late node counts, of heartbeats and of kubelets' Leases.
+		believed [2]bool
 	}{
-		{"one late of two", 2, 1, true},
-		{"two late of two", 2, 2, true},
-		{"three late of three", 3, 3, false},
-		{"three late of thirty", 30, 3, true},
-		{"four late of thirty", 30, 4, false},
-		{"one late of two hundred", 200, 1, true},
-		{"twenty late of two hundred", 200, 20, true},
-		{"twenty-one late of two hundred", 200, 21, false},
+		{"one late of two", 2, 1, [2]bool{true, true}},
+		{"two late of two", 2, 2, [2]bool{true, true}},
+		{"three late of three", 3, 3, [2]bool{false, false}},
+		{"three late of thirty", 30, 3, [2]bool{true, true}},
+		{"four late of thirty", 30, 4, [2]bool{false, true}},
+		{"a zone of three: ten late of thirty", 30, 10, [2]bool{false, true}},
+		{"sixteen late of thirty", 30, 16, [2]bool{false, true}},
+		{"seventeen late of thirty", 30, 17, [2]bool{false, false}},
+		{"one late of two hundred", 200, 1, [2]bool{true, true}},
+		{"twenty late of two hundred", 200, 20, [2]bool{true, true}},
+		{"twenty-one late of two hundred", 200, 21, [2]bool{false, true}},
+		{"a hundred and ten late of two hundred", 200, 110, [2]bool{false, true}},
+		{"a hundred and eleven late of two hundred", 200, 111, [2]bool{false, false}},
 	}
-	for _, kind := range kinds {
+	for k, kind := range kinds {
 		for _, tc := range cases {
+			want := tc.believed[k]
 			s := NodeLeaseSightings{Heartbeats: kind.heartbeats}
 			for i := range tc.nodes {
 				renewed := kind.onTime
@@ -157,11 +165,11 @@ func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 				}
 				s.Saw(kind.lease(fmt.Sprintf("n%d", i), renewed), renewed, skew) // seen as renewed
 			}
-			if got := kind.believed(&s, kind.judged); got != tc.believed {
-				t.Errorf("%s, %s: the late node counts as late: %v, want %v", kind.name, tc.name, got, tc.believed)
+			if got := kind.believed(&s, kind.judged); got != want {
+				t.Errorf("%s, %s: the late node counts as late: %v, want %v", kind.name, tc.name, got, want)
 			}
-			if got := s.Disrupted(kind.judged, skew); got == tc.believed {
-				t.Errorf("%s, %s: Disrupted = %v, want %v", kind.name, tc.name, got, !tc.believed)
+			if got := s.Disrupted(kind.judged, skew); got == want {
+				t.Errorf("%s, %s: Disrupted = %v, want %v", kind.name, tc.name, got, !want)
 			}
 		}
 	}
