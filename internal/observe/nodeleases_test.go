@@ -20,10 +20,6 @@ import (
 func TestNodeLeaseLateness(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
-	nodeLease := func(renewed time.Time) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n"},
-			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
-	}
 	type sight struct {
 		at     time.Time
 		stated time.Time
@@ -42,7 +38,7 @@ func TestNodeLeaseLateness(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var s NodeLeaseSightings
 			for _, x := range tc.sights {
-				s.Saw(nodeLease(x.stated), x.at, skew)
+				s.Saw(kubeletLease("n", x.stated), x.at, skew)
 			}
 			// One node alone is never a disruption (TestNodeLeasesDisruptedAtOnceAreNotBelieved).
 			if got := s.lateAt(map[string]string{"n": ""}, tc.sights[len(tc.sights)-1].at, skew)["n"]; !got.Equal(tc.want) {
@@ -58,18 +54,11 @@ func TestNodeLeaseLateness(t *testing.T) {
 func TestAgentHeartbeatLateness(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
-	heartbeat := func(node string, seconds int32, renewed time.Time) *coordinationv1.Lease {
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
-				Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
-				Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
-			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(seconds), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
-	}
 	s := NodeLeaseSightings{Heartbeats: true}
-	s.Saw(heartbeat("n1", 8, at(90)), at(100), skew)
-	s.Saw(heartbeat("n1", 8, at(101)), at(101), skew) // renewed, seen as it happens
-	s.Saw(heartbeat("n2", 0, at(99)), at(100), skew)  // no duration: the default
-	notOne := heartbeat("n3", 8, at(100))
+	s.Saw(heartbeatLease("n1", 8, at(90)), at(100), skew)
+	s.Saw(heartbeatLease("n1", 8, at(101)), at(101), skew) // renewed, seen as it happens
+	s.Saw(heartbeatLease("n2", 0, at(99)), at(100), skew)  // no duration: the default
+	notOne := heartbeatLease("n3", 8, at(100))
 	notOne.Labels = nil
 	s.Saw(notOne, at(100), skew)
 	got := s.heartbeats(map[string]string{"n1": "", "n2": "", "n3": ""}, at(102), skew)
@@ -88,7 +77,7 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 	if late, ok := s.LateAt("n1", skew); !ok || !late.Equal(at(105)) {
 		t.Errorf("LateAt(n1) = %v, %v; want %v", late, ok, at(105))
 	}
-	s.Forget(heartbeat("n1", 8, at(101)))
+	s.Forget(heartbeatLease("n1", 8, at(101)))
 	if _, ok := s.LateAt("n1", skew); ok {
 		t.Errorf("a deleted heartbeat is still timed")
 	}
@@ -102,19 +91,9 @@ func TestAgentHeartbeatLateness(t *testing.T) {
 func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 	const skew = time.Second
 	at := func(s int) time.Time { return fixture.T0.Add(time.Duration(s) * time.Second) }
-	heartbeat := func(node string, renewed time.Time) *coordinationv1.Lease {
-		// Renewed every 2 s, overdue 4 s after a renewal.
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
-				Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
-				Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
-			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](8), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
-	}
-	kubelet := func(node string, renewed time.Time) *coordinationv1.Lease {
-		// Renewed every 10 s, overdue 12 s after a renewal.
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node},
-			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
-	}
+	// An 8 s heartbeat is renewed every 2 s, overdue 4 s after a renewal; a kubelet's 40 s Lease every 10 s,
+	// overdue 12 s after.
+	heartbeat := func(node string, renewed time.Time) *coordinationv1.Lease { return heartbeatLease(node, 8, renewed) }
 	kinds := []struct {
 		name       string
 		heartbeats bool
@@ -129,7 +108,7 @@ func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 			_, ok := s.heartbeats(map[string]string{"n0": ""}, now, skew)["n0"]
 			return ok
 		}},
-		{"kubelets' Leases", false, kubelet, at(100), at(110), at(113), func(s *NodeLeaseSightings, now time.Time) bool {
+		{"kubelets' Leases", false, kubeletLease, at(100), at(110), at(113), func(s *NodeLeaseSightings, now time.Time) bool {
 			lateAt, ok := s.lateAt(map[string]string{"n0": ""}, now, skew)["n0"]
 			return ok && !now.Before(lateAt)
 		}},
@@ -173,4 +152,19 @@ func TestNodeLeasesDisruptedAtOnceAreNotBelieved(t *testing.T) {
 			}
 		}
 	}
+}
+
+// kubeletLease is node's Lease as its kubelet keeps it: 40 s, renewed at renewed.
+func kubeletLease(node string, renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
+}
+
+// heartbeatLease is node's agent's heartbeat of seconds (0: none stated), renewed at renewed.
+func heartbeatLease(node string, seconds int32, renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: protocol.NodeAgentHeartbeatName(node),
+			Labels:      map[string]string{protocol.NodeAgentHeartbeatLabel: "true"},
+			Annotations: map[string]string{protocol.NodeViewNodeAnnotation: node}},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(seconds), RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
 }
